@@ -1,0 +1,116 @@
+"""``simrun``: the command line, a thin layer over the Python API (SPEC §2).
+
+This package is the only place that parses arguments, prints, or exits. Each sub-command lives in its own
+module and exposes a ``click`` command named ``command``; this module wires them into one group, makes
+``simrun --trace T --topo X`` mean ``simrun run --trace T --topo X``, and turns every bad-input error into
+one ``simrun: error: ...`` line with exit code 2 (SPEC §2). Unexpected failures exit 1.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+import traceback
+
+import click
+
+#: sub-command name -> module (each module defines ``command``); imported only when used.
+SUBCOMMANDS: dict[str, str] = {
+    "run": "sim.cli.run",
+    "ingest": "sim.cli.ingest",
+    "synth": "sim.cli.synth",
+    "analyze": "sim.cli.analyze",
+    "sweep": "sim.cli.sweep",
+    "topo": "sim.cli.topo",
+    "flows": "sim.cli.flows",
+    "export": "sim.cli.export",
+    "traces": "sim.cli.traces",
+}
+_SHORT_HELP: dict[str, str] = {
+    "run": "Replay a trace over a topology; write the summary and result files.",
+    "ingest": "Measured traces (NCCL logs, Inspector, profiler, Kineto, PARAM) -> Parquet trace.",
+    "synth": "Synthesize a trace for a model and parallelism plan.",
+    "analyze": "Characterise a trace: op counts, sizes, bandwidth over time; tables and plots.",
+    "sweep": "What-if study over topologies and parameters (Dask).",
+    "topo": "Describe a topology: counts, bisection, oversubscription; draw it.",
+    "flows": "Simulate raw flows from CSV or Parquet over a topology.",
+    "export": "Write a trace as NCCL debug-log text.",
+    "traces": "List the built-in traces.",
+}
+
+
+class _Group(click.Group):
+    """A group whose commands load lazily and whose default command is ``run``."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(SUBCOMMANDS)
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        module = SUBCOMMANDS.get(name)
+        if module is None:
+            return None
+        return importlib.import_module(module).command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        # Short help without importing every sub-command (some pull in heavy libraries).
+        with formatter.section("Commands"):
+            formatter.write_dl(list(_SHORT_HELP.items()))
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if args and args[0].startswith("-") and args[0] not in ("--help", "-h", "--version"):
+            args = ["run", *args]
+        return super().parse_args(ctx, args)
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="collsim", prog_name="simrun")
+def cli() -> None:
+    """collsim: replay the collective traffic of large models over datacenter topologies.
+
+    `simrun --trace T --topo X` is short for `simrun run --trace T --topo X`.
+    """
+
+
+def _bad_input_errors() -> tuple[type[BaseException], ...]:
+    from sim.errors import SimError
+    from topologies.errors import TopologyError
+    from traces.schema import TraceError
+
+    return (TraceError, TopologyError, SimError, OSError)
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    if isinstance(exc, OSError) and exc.filename and str(exc.filename) not in text:
+        text = f"{exc.filename}: {exc.strerror or text}"
+    return " ".join(text.split())
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point of the ``simrun`` console script."""
+    errors = _bad_input_errors()
+    try:
+        rv = cli.main(args=argv, prog_name="simrun", standalone_mode=False)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except click.exceptions.Abort:
+        click.echo("simrun: aborted", err=True)
+        sys.exit(130)
+    except click.ClickException as exc:
+        click.echo(f"simrun: error: {_one_line(click.exceptions.ClickException(exc.format_message()))}", err=True)
+        sys.exit(2)
+    except errors as exc:
+        click.echo(f"simrun: error: {_one_line(exc)}", err=True)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        click.echo("simrun: interrupted", err=True)
+        sys.exit(130)
+    except Exception:  # an internal failure: the traceback helps the bug report
+        if os.environ.get("SIMRUN_QUIET_ERRORS"):
+            click.echo(f"simrun: internal error: {_one_line(sys.exc_info()[1])}", err=True)
+        else:
+            traceback.print_exc()
+            click.echo("simrun: internal error (a bug: please report it with the traceback above)", err=True)
+        sys.exit(1)
+    sys.exit(rv if isinstance(rv, int) else 0)

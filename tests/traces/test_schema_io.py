@@ -1,0 +1,121 @@
+"""The trace schema (SPEC §3) and Parquet I/O with metadata."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from traces.io import read_trace, resolve_trace_path, write_trace
+from traces.schema import (
+    ALL_COLUMNS,
+    DTYPE_BYTES,
+    OPS,
+    TraceError,
+    dtype_name,
+    empty_trace,
+    new_metadata,
+    validate,
+)
+
+
+def _row(**kw):
+    row = dict(rank=0, comm="c0", seq=0, op="AllReduce", count=4, dtype="fp32", bytes=16, root=-1, nranks=2,
+               t_start_s=0.0, duration_s=math.nan, host="", device=-1, context="", algo="", proto="")
+    row.update(kw)
+    return row
+
+
+def _frame(rows, world=2):
+    df = pd.DataFrame(rows)
+    df.attrs["collsim"] = new_metadata(world, {"c0": list(range(world))}, "test")
+    return df
+
+
+def test_empty_trace_has_every_column():
+    assert tuple(empty_trace().columns) == ALL_COLUMNS
+    assert validate(empty_trace()).empty
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"op": "AllToAlll"}, "unknown op"),
+        ({"dtype": "fp33"}, "unknown dtype"),
+        ({"bytes": 17}, "'bytes'"),
+        ({"count": -1, "bytes": -4}, "'count'"),
+        ({"rank": 5}, "world_size"),
+        ({"op": "Broadcast", "root": 2}, "'root'"),
+        ({"op": "AllReduce", "split_bytes": [1, 2]}, "split_bytes"),
+    ],
+)
+def test_validate_names_the_bad_field(change, field):
+    with pytest.raises(TraceError, match=field) as info:
+        validate(_frame([_row(), _row(**{"rank": 1, **change})]))
+    assert "row 1" in str(info.value)
+
+
+def test_missing_column_is_named():
+    with pytest.raises(TraceError, match="dtype"):
+        validate(pd.DataFrame([_row()]).drop(columns=["dtype"]))
+
+
+def test_dtype_name_maps_codes_and_aliases():
+    assert dtype_name(9) == "bf16" and dtype_name("torch.bfloat16") == "bf16" and dtype_name("float") == "fp32"
+    with pytest.raises(TraceError):
+        dtype_name(12)
+
+
+rows = st.builds(
+    lambda rank, op, count, dtype, t: _row(rank=rank, op=op, count=count, dtype=dtype,
+                                          bytes=count * DTYPE_BYTES[dtype], t_start_s=t,
+                                          root=0 if op in ("Broadcast", "Reduce", "Gather", "Scatter", "Send", "Recv") else -1),
+    rank=st.integers(0, 3), op=st.sampled_from(OPS), count=st.integers(0, 2**40),
+    dtype=st.sampled_from(sorted(DTYPE_BYTES)), t=st.floats(0, 1e4) | st.just(math.nan),
+)
+
+
+@given(st.lists(rows, max_size=20))
+def test_write_read_round_trip(tmp_path_factory, rows):
+    df = _frame(rows or [_row()], world=4)
+    path = write_trace(df, tmp_path_factory.mktemp("t") / "x.parquet")
+    back = read_trace(path)
+    assert back.attrs["collsim"] == df.attrs["collsim"]
+    expected = validate(df)
+    pd.testing.assert_frame_equal(back, expected, check_dtype=True)
+
+
+def test_split_bytes_and_group_round_trip(tmp_path):
+    df = _frame([_row(op="AllToAll", count=3, bytes=12, split_bytes=[4, 20], group=7), _row(rank=1)])
+    back = read_trace(write_trace(df, tmp_path / "a.parquet"))
+    assert back["split_bytes"].tolist() == [(4, 20), ()]
+    assert back["group"].tolist() == [7, -1]
+
+
+def test_write_is_deterministic(tmp_path):
+    df = _frame([_row(), _row(rank=1)])
+    a = write_trace(df, tmp_path / "a.parquet").read_bytes()
+    b = write_trace(df, tmp_path / "b.parquet").read_bytes()
+    assert a == b
+
+
+def test_unknown_file_names_builtins(tmp_path):
+    with pytest.raises(TraceError, match="no such file"):
+        resolve_trace_path(tmp_path / "nope.parquet")
+
+
+def test_not_parquet_is_one_clear_error(tmp_path):
+    bad = tmp_path / "bad.parquet"
+    bad.write_bytes(b"\x00garbage" * 10)
+    with pytest.raises(TraceError, match="bad.parquet"):
+        read_trace(bad)
+
+
+def test_validate_keeps_values():
+    df = _frame([_row(count=2**40, bytes=2**42)])
+    assert validate(df)["bytes"].iloc[0] == 2**42
+    assert validate(df)["count"].dtype == np.int64

@@ -1,0 +1,136 @@
+"""Read and write §3 Parquet traces with their ``collsim`` metadata; resolve built-in trace names.
+
+A built-in trace is a Parquet file shipped in ``traces/data/``. ``read_trace("ds_v3.parquet")`` reads the
+file of that name in the working folder when there is one, else the built-in one, so the main job works
+from any folder.
+"""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from traces.schema import ARROW_SCHEMA, METADATA_KEY, SCHEMA_VERSION, TraceError, normalize, validate
+
+#: One line per built-in trace: what it holds. The file itself is ``traces/data/<name>``.
+BUILTIN_DESCRIPTIONS: dict[str, str] = {
+    "ds_v3.parquet": "DeepSeek-V3 serving run, 4 servers x 8 GPUs, DP-attention + EP32 all-to-all across servers",
+    "ds_v3_tp16.parquet": "DeepSeek-V3 reference engine, TP16 on 2 servers x 8 GPUs (AllReduce-heavy)",
+    "llama3_70b_train.parquet": "Llama-3 70B training step, Megatron TP/PP/DP (AllReduce, Send/Recv)",
+}
+
+
+def builtin_dir() -> Path:
+    """Return the folder holding the built-in traces (inside the installed package)."""
+    return Path(str(resources.files("traces") / "data"))
+
+
+def list_builtin() -> list[tuple[str, str]]:
+    """List the built-in traces that are present, as ``(name, description)`` pairs, sorted by name."""
+    folder = builtin_dir()
+    names = sorted(p.name for p in folder.glob("*.parquet")) if folder.is_dir() else []
+    return [(n, BUILTIN_DESCRIPTIONS.get(n, "")) for n in names]
+
+
+def resolve_trace_path(path_or_name: str | Path) -> Path:
+    """Return the file a trace argument names: an existing path, else a built-in trace of that name.
+
+    Raises
+    ------
+    TraceError
+        When neither exists; the message lists the built-in names.
+    """
+    path = Path(path_or_name).expanduser()
+    if path.is_file():
+        return path
+    if path.name == str(path_or_name):  # a bare name: look among the built-in traces
+        for candidate in (path.name, f"{path.name}.parquet"):
+            if (builtin_dir() / candidate).is_file():
+                return builtin_dir() / candidate
+    known = ", ".join(name for name, _ in list_builtin()) or "none installed"
+    raise TraceError(f"{path_or_name}: no such file, and no built-in trace of that name (built-in: {known})")
+
+
+def read_trace(path_or_name: str | Path) -> pd.DataFrame:
+    """Read a §3 Parquet trace, or a built-in trace by name.
+
+    Parameters
+    ----------
+    path_or_name : str or Path
+        A Parquet file, or the name of a built-in trace (``"ds_v3.parquet"``; see ``simrun traces``).
+
+    Returns
+    -------
+    pandas.DataFrame
+        The §3 columns (plus extension columns); the metadata dict is in ``df.attrs["collsim"]``.
+
+    Raises
+    ------
+    TraceError
+        When the file is missing, is not Parquet, or does not follow the schema.
+
+    Examples
+    --------
+    >>> df = read_trace("ds_v3.parquet")  # doctest: +SKIP
+    >>> df.attrs["collsim"]["world_size"]  # doctest: +SKIP
+    32
+    """
+    path = resolve_trace_path(path_or_name)
+    try:
+        table = pq.read_table(path)
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise TraceError(f"{path}: not a readable Parquet trace ({exc})") from None
+    raw_meta = (table.schema.metadata or {}).get(METADATA_KEY.encode())
+    meta: dict[str, Any] = {}
+    if raw_meta is not None:
+        try:
+            meta = json.loads(raw_meta)
+        except json.JSONDecodeError as exc:
+            raise TraceError(f"{path}: metadata key '{METADATA_KEY}' is not JSON ({exc})") from None
+        version = meta.get("schema_version")
+        if version != SCHEMA_VERSION:
+            raise TraceError(f"{path}: schema_version {version!r} is not supported (expected {SCHEMA_VERSION})")
+    df = table.to_pandas()
+    try:
+        return validate(normalize(df, meta or None))
+    except TraceError as exc:
+        raise TraceError(f"{path}: {exc}") from None
+
+
+def write_trace(df: pd.DataFrame, path: str | Path) -> Path:
+    """Write a trace frame to Parquet with its metadata (``df.attrs["collsim"]``).
+
+    The frame is validated first. Rows are written as they are; the file is byte-for-byte the same for the
+    same frame (no timestamps are written).
+
+    Returns
+    -------
+    Path
+        The path written.
+
+    Raises
+    ------
+    TraceError
+        When the frame does not follow the schema.
+    """
+    frame = validate(df)
+    meta = frame.attrs.get(METADATA_KEY)
+    if not meta:
+        raise TraceError("trace has no 'collsim' metadata (df.attrs['collsim']); see traces.schema.new_metadata")
+    columns = [f.name for f in ARROW_SCHEMA]
+    extra = [c for c in frame.columns if c not in columns]
+    schema = ARROW_SCHEMA
+    table = pa.Table.from_pandas(frame[columns], schema=schema, preserve_index=False)
+    for name in extra:  # keep a caller's extra columns, typed by Arrow
+        table = table.append_column(name, pa.array(frame[name].tolist()))
+    table = table.replace_schema_metadata({METADATA_KEY: json.dumps(meta, sort_keys=True)})
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(table, out, compression="zstd")
+    return out

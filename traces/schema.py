@@ -1,0 +1,320 @@
+"""The one trace schema (SPEC §3): column names, dtypes, op names, dtype sizes, and `validate`.
+
+Every reader returns a DataFrame in this schema and every consumer (analysis, simulation) reads only this
+schema. One row is one operation issued by one rank.
+
+Extension columns (allowed by SPEC §3, "add columns freely"):
+
+``group`` (int64)
+    Ops of one rank with the same non-negative ``group`` were issued inside one ``ncclGroupStart/End``
+    and progress together (NCCL fuses them into one kernel). ``-1``: not grouped.
+``split_bytes`` (list<int64>)
+    For an uneven AllToAll (``all_to_all_single`` with splits, MoE dispatch/combine): bytes this rank sends
+    to each comm rank, in comm-rank order (its own entry stays local). Empty for every other row; an empty
+    list on an AllToAll means every peer gets ``bytes``. For an uneven AllToAll, ``count`` is the total
+    element count sent divided by ``nranks`` (rounded down), so ``bytes`` keeps meaning ``count`` × size.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+SCHEMA_VERSION = 1
+METADATA_KEY = "collsim"
+
+#: Operation names, as NCCL prints them (NCCL's own ``AlltoAll`` is normalised to ``AllToAll``).
+OPS: tuple[str, ...] = (
+    "AllReduce",
+    "AllGather",
+    "ReduceScatter",
+    "Broadcast",
+    "Reduce",
+    "AllToAll",
+    "Send",
+    "Recv",
+    "Gather",
+    "Scatter",
+)
+COLLECTIVE_OPS: frozenset[str] = frozenset(OPS) - {"Send", "Recv"}
+P2P_OPS: frozenset[str] = frozenset({"Send", "Recv"})
+ROOTED_OPS: frozenset[str] = frozenset({"Broadcast", "Reduce", "Gather", "Scatter"})
+
+#: Element size in bytes of each dtype name (NCCL's ``ncclTypeSize``).
+DTYPE_BYTES: dict[str, int] = {
+    "int8": 1,
+    "uint8": 1,
+    "int32": 4,
+    "uint32": 4,
+    "int64": 8,
+    "uint64": 8,
+    "fp16": 2,
+    "fp32": 4,
+    "fp64": 8,
+    "bf16": 2,
+    "fp8_e4m3": 1,
+    "fp8_e5m2": 1,
+}
+
+#: NCCL ``ncclDataType_t`` value -> dtype name (nccl.h).
+NCCL_DTYPE_CODES: dict[int, str] = {
+    0: "int8",
+    1: "uint8",
+    2: "int32",
+    3: "uint32",
+    4: "int64",
+    5: "uint64",
+    6: "fp16",
+    7: "fp32",
+    8: "fp64",
+    9: "bf16",
+    10: "fp8_e4m3",
+    11: "fp8_e5m2",
+}
+NCCL_DTYPE_VALUES: dict[str, int] = {name: code for code, name in NCCL_DTYPE_CODES.items()}
+
+#: Column -> pandas dtype, in SPEC order. ``string`` columns hold Python str (never NaN).
+COLUMNS: dict[str, str] = {
+    "rank": "int32",
+    "comm": "string",
+    "seq": "int64",
+    "op": "string",
+    "count": "int64",
+    "dtype": "string",
+    "bytes": "int64",
+    "root": "int32",
+    "nranks": "int32",
+    "t_start_s": "float64",
+    "duration_s": "float64",
+    "host": "string",
+    "device": "int32",
+    "context": "string",
+    "algo": "string",
+    "proto": "string",
+}
+#: Extension columns and the value a missing one takes.
+EXTENSION_DEFAULTS: dict[str, Any] = {"group": -1, "split_bytes": ()}
+EXTENSION_TYPES: dict[str, str] = {"group": "int64", "split_bytes": "object"}
+ALL_COLUMNS: tuple[str, ...] = tuple(COLUMNS) + tuple(EXTENSION_DEFAULTS)
+
+#: Arrow schema used on write: explicit, so an empty frame round-trips with the right types.
+ARROW_SCHEMA = pa.schema(
+    [
+        ("rank", pa.int32()),
+        ("comm", pa.string()),
+        ("seq", pa.int64()),
+        ("op", pa.string()),
+        ("count", pa.int64()),
+        ("dtype", pa.string()),
+        ("bytes", pa.int64()),
+        ("root", pa.int32()),
+        ("nranks", pa.int32()),
+        ("t_start_s", pa.float64()),
+        ("duration_s", pa.float64()),
+        ("host", pa.string()),
+        ("device", pa.int32()),
+        ("context", pa.string()),
+        ("algo", pa.string()),
+        ("proto", pa.string()),
+        ("group", pa.int64()),
+        ("split_bytes", pa.list_(pa.int64())),
+    ]
+)
+
+
+class TraceError(ValueError):
+    """Bad trace input: a file, line or field that cannot be used. The message names it."""
+
+
+def empty_trace() -> pd.DataFrame:
+    """Return an empty DataFrame with every schema column and its dtype.
+
+    Examples
+    --------
+    >>> list(empty_trace().columns)[:3]
+    ['rank', 'comm', 'seq']
+    """
+    frame = pd.DataFrame({name: pd.Series(dtype=dtype) for name, dtype in COLUMNS.items()})
+    frame["group"] = pd.Series(dtype="int64")
+    frame["split_bytes"] = pd.Series(dtype="object")
+    return frame
+
+
+def new_metadata(
+    world_size: int,
+    comms: Mapping[str, list[int]],
+    source: str,
+    gpus_per_node: int = 8,
+    **extra: Any,
+) -> dict[str, Any]:
+    """Build the ``collsim`` metadata dict (SPEC §3).
+
+    Parameters
+    ----------
+    world_size : int
+        Number of global ranks.
+    comms : mapping of str to list of int
+        Communicator id -> global ranks in comm-rank order.
+    source : str
+        What produced the trace (``"nccl-log"``, ``"synth:deepseek-v3"``, ...).
+    gpus_per_node : int
+        GPUs per server.
+    **extra
+        Optional keys: ``model``, ``parallelism``, ``notes`` (list of str), ``rings``, ...
+
+    Returns
+    -------
+    dict
+    """
+    meta: dict[str, Any] = {
+        "schema_version": SCHEMA_VERSION,
+        "world_size": int(world_size),
+        "gpus_per_node": int(gpus_per_node),
+        "comms": {str(k): [int(r) for r in v] for k, v in comms.items()},
+        "source": source,
+    }
+    meta.update(extra)
+    return meta
+
+
+def normalize(df: pd.DataFrame, metadata: Mapping[str, Any] | None = None) -> pd.DataFrame:
+    """Return a copy of ``df`` with schema dtypes, column order and extension defaults.
+
+    Missing extension columns get their defaults; missing SPEC columns raise. ``metadata`` (or the frame's
+    own ``attrs["collsim"]``) is carried in ``attrs["collsim"]``.
+
+    Raises
+    ------
+    TraceError
+        When a SPEC column is missing or cannot take its dtype.
+    """
+    missing = [c for c in COLUMNS if c not in df.columns]
+    if missing:
+        raise TraceError(f"trace lacks column(s): {', '.join(missing)}")
+    out = pd.DataFrame(index=pd.RangeIndex(len(df)))
+    for name, dtype in COLUMNS.items():
+        col = df[name].reset_index(drop=True)
+        try:
+            if dtype == "string":
+                out[name] = col.fillna("").astype(str).astype(object)
+            else:
+                out[name] = col.astype(dtype)
+        except (TypeError, ValueError) as exc:
+            raise TraceError(f"column '{name}' cannot be read as {dtype}: {exc}") from None
+    group = df["group"].reset_index(drop=True) if "group" in df.columns else None
+    out["group"] = -1 if group is None else group.fillna(-1).astype("int64")
+    if "split_bytes" in df.columns:
+        out["split_bytes"] = [
+            tuple(int(x) for x in v) if v is not None and not _is_nan(v) else ()
+            for v in df["split_bytes"]
+        ]
+    else:
+        out["split_bytes"] = [()] * len(out)
+    for name in df.columns:
+        if name not in out.columns:  # keep unknown extra columns as they are
+            out[name] = df[name].reset_index(drop=True)
+    meta = metadata if metadata is not None else df.attrs.get(METADATA_KEY)
+    if meta is not None:
+        out.attrs[METADATA_KEY] = dict(meta)
+    return out
+
+
+def _is_nan(value: Any) -> bool:
+    return isinstance(value, float) and math.isnan(value)
+
+
+def validate(df: pd.DataFrame) -> pd.DataFrame:
+    """Check a trace frame against SPEC §3 and return it normalised.
+
+    Checks: columns and dtypes, op and dtype names, ``bytes == count × size``, non-negative counts, ranks
+    inside ``world_size`` (when metadata gives it), ``root`` range, and that ``split_bytes`` only appears on
+    AllToAll rows with one entry per comm rank.
+
+    Raises
+    ------
+    TraceError
+        With one line naming the first bad field and the row (0-based) where it was found.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> row = dict(rank=0, comm="c0", seq=0, op="AllReduce", count=4, dtype="fp32", bytes=16, root=-1,
+    ...            nranks=2, t_start_s=0.0, duration_s=float("nan"), host="", device=-1, context="",
+    ...            algo="", proto="")
+    >>> len(validate(pd.DataFrame([row])))
+    1
+    """
+    out = normalize(df)
+    if out.empty:
+        return out
+
+    def fail(mask: np.ndarray, what: str) -> None:
+        bad = np.flatnonzero(mask)
+        if bad.size:
+            row = int(bad[0])
+            raise TraceError(f"row {row}: {what} (found in {bad.size} row(s))")
+
+    bad_op = ~out["op"].isin(OPS)
+    if bad_op.any():
+        fail(bad_op.to_numpy(), f"unknown op {out['op'][bad_op].iloc[0]!r}")
+    bad_dtype = ~out["dtype"].isin(DTYPE_BYTES)
+    if bad_dtype.any():
+        fail(bad_dtype.to_numpy(), f"unknown dtype {out['dtype'][bad_dtype].iloc[0]!r}")
+    fail((out["count"] < 0).to_numpy(), "field 'count' is negative")
+    sizes = out["dtype"].map(DTYPE_BYTES).to_numpy(dtype=np.int64)
+    fail(out["bytes"].to_numpy() != out["count"].to_numpy() * sizes, "field 'bytes' is not count × dtype size")
+    fail((out["nranks"] < 1).to_numpy(), "field 'nranks' is below 1")
+    fail((out["rank"] < 0).to_numpy(), "field 'rank' is negative")
+    fail((out["seq"] < 0).to_numpy(), "field 'seq' is negative")
+    meta = out.attrs.get(METADATA_KEY) or {}
+    world = meta.get("world_size")
+    if world is not None:
+        fail((out["rank"] >= int(world)).to_numpy(), f"field 'rank' is not below world_size {world}")
+    rooted = out["op"].isin(ROOTED_OPS | P2P_OPS).to_numpy()
+    root = out["root"].to_numpy()
+    fail(rooted & ((root < 0) | (root >= out["nranks"].to_numpy())), "field 'root' is outside the communicator")
+    split_len = np.fromiter((len(v) for v in out["split_bytes"]), dtype=np.int64, count=len(out))
+    is_a2a = (out["op"] == "AllToAll").to_numpy()
+    fail((split_len > 0) & ~is_a2a, "field 'split_bytes' is set on a row that is not AllToAll")
+    fail((split_len > 0) & (split_len != out["nranks"].to_numpy()), "field 'split_bytes' needs one entry per comm rank")
+    return out
+
+
+def dtype_name(code_or_name: int | str) -> str:
+    """Map an NCCL datatype code (int) or a known alias to a schema dtype name.
+
+    Raises
+    ------
+    TraceError
+        For an unknown code or name.
+    """
+    if isinstance(code_or_name, int | np.integer):
+        try:
+            return NCCL_DTYPE_CODES[int(code_or_name)]
+        except KeyError:
+            raise TraceError(f"unknown NCCL datatype code {code_or_name}") from None
+    key = str(code_or_name).strip()
+    if key in DTYPE_BYTES:
+        return key
+    alias = _DTYPE_ALIASES.get(key.lower().removeprefix("torch.").removeprefix("nccl"))
+    if alias is None:
+        raise TraceError(f"unknown dtype {code_or_name!r}")
+    return alias
+
+
+_DTYPE_ALIASES: dict[str, str] = {
+    "char": "int8", "int8": "int8", "uint8": "uint8", "byte": "uint8", "bool": "uint8",
+    "int": "int32", "int32": "int32", "uint32": "uint32",
+    "int64": "int64", "long": "int64", "uint64": "uint64",
+    "half": "fp16", "float16": "fp16", "fp16": "fp16",
+    "float": "fp32", "float32": "fp32", "fp32": "fp32",
+    "double": "fp64", "float64": "fp64", "fp64": "fp64",
+    "bfloat16": "bf16", "bf16": "bf16",
+    "float8e4m3": "fp8_e4m3", "float8_e4m3fn": "fp8_e4m3", "fp8_e4m3": "fp8_e4m3",
+    "float8e5m2": "fp8_e5m2", "float8_e5m2": "fp8_e5m2", "fp8_e5m2": "fp8_e5m2",
+}
