@@ -1,7 +1,28 @@
-"""collsim simulator: NCCL-style collectives replayed as flows over a topology (SPEC §5, §6, §9)."""
+"""collsim simulator: NCCL-style collectives replayed as flows over a topology (SPEC §5, §6, §9).
+
+Public API: :func:`simulate` (a trace over a topology -> :class:`Result`), :func:`simulate_flows` (raw flows,
+SPEC §5), :class:`Result`, :class:`SimError`. The heavy modules load on first use, so ``import sim`` (and
+the CLI) stays quick.
+"""
 
 from __future__ import annotations
 
+from typing import Any
+
 from sim.errors import SimError
 
-__all__ = ["SimError"]
+__all__ = ["Result", "SimError", "simulate", "simulate_flows"]
+
+_LAZY = {"simulate": ("sim.replay", "simulate"), "simulate_flows": ("sim.flows", "simulate_flows"),
+         "Result": ("sim.result", "Result")}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        module, attr = _LAZY[name]
+        value = getattr(importlib.import_module(module), attr)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'sim' has no attribute {name!r}")

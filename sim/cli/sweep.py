@@ -1,12 +1,98 @@
-"""`simrun sweep` (placeholder until its issue lands)."""
+"""``simrun sweep --trace T --topo X,Y [--set k=v1|v2,...]``: a what-if grid on Dask (SPEC §8)."""
 
 from __future__ import annotations
 
+import math
+from pathlib import Path
+
 import click
 
+from sim.cli.common import parse_set_options, progress_bar
 
-@click.command("sweep", context_settings={"ignore_unknown_options": True})
-@click.argument("args", nargs=-1, type=click.UNPROCESSED)
-def command(args: tuple[str, ...]) -> None:
-    """Not built yet."""
-    raise click.UsageError("'simrun sweep' is not built yet")
+#: Summary figures printed in the terminal table, when the summary has them.
+SHOWN = ("makespan_s", "ideal_makespan_s", "makespan_slowdown", "slowdown_p99", "max_link_utilization")
+
+
+def _csv(value: str, option: str) -> list[str]:
+    items = [v.strip() for v in value.split(",") if v.strip()]
+    if not items:
+        raise click.BadParameter("needs at least one value", param_hint=option)
+    return items
+
+
+def parse_grid(values: tuple[str, ...]) -> dict[str, list]:
+    """``--set k=v1|v2,...`` -> ``{k: [v1, v2]}``; each value is read as ``simrun run --set k=v`` reads it."""
+    from sim.sweep import split_grid_values
+
+    grid = {}
+    for key, raw in parse_set_options(values).items():
+        grid[key] = split_grid_values(raw, lambda part, key=key: parse_set_options([f"{key}={part}"])[key])
+    return grid
+
+
+def _fmt(value) -> str:
+    if isinstance(value, float):
+        return "n/a" if not math.isfinite(value) else f"{value:.4g}"
+    return str(value)
+
+
+def _print_table(table, points) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    shown = [c for c in SHOWN if c in table.columns]
+    out = Table(title=f"sweep: {len(points)} point(s)")
+    out.add_column("point")
+    for name in shown:
+        out.add_column(name, justify="right")
+    for p, row in zip(points, table.itertuples(index=False), strict=True):
+        values = row._asdict()
+        out.add_row(p.label(), *(_fmt(values[c]) for c in shown))
+    console = Console(soft_wrap=True)
+    console.print(out)
+    if "makespan_s" in table.columns and table["makespan_s"].notna().any():
+        best = int(table["makespan_s"].idxmin())
+        console.print(f"fastest: {points[best].label()} (makespan {table['makespan_s'][best]:.4g} s)")
+
+
+@click.command("sweep")
+@click.option("--trace", "trace", required=True, help="Trace: a Parquet file or a built-in name.")
+@click.option("--topo", "topos", required=True, help="Topologies to compare, comma-separated (presets or YAML).")
+@click.option("--set", "sets", multiple=True, metavar="KEY=V1|V2,...",
+              help="Grid over a topology or simulator parameter; values separated by '|'. Repeatable.")
+@click.option("--algo", "algos", default="auto", show_default=True, help="Algorithms, comma-separated.")
+@click.option("--routing", "routings", default="ecmp", show_default=True, help="Routings, comma-separated.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of every point.")
+@click.option("--scheduler", default=None, metavar="ADDR", help="A running Dask scheduler (tcp://host:8786).")
+@click.option("--workers", type=click.IntRange(min=1), default=2, show_default=True,
+              help="Worker processes of the local Dask cluster (without --scheduler).")
+@click.option("--serial", is_flag=True, help="Run the points in this process, without Dask.")
+@click.option("--out", "out", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Output folder (default simrun-sweep/<trace-stem>/).")
+def command(trace: str, topos: str, sets: tuple[str, ...], algos: str, routings: str, seed: int,
+            scheduler: str | None, workers: int, serial: bool, out: Path | None) -> None:
+    """Run one simulation per grid point (topologies x --set values x algos x routings).
+
+    Example: simrun sweep --trace ds_v3.parquet --topo fat_tree,leaf_spine --set oversubscription=1|2|4
+
+    Writes sweep.parquet (one row per point: its parameters and the run's summary figures) and sweep.png
+    (makespan and slowdown per topology) into --out.
+    """
+    from sim.sweep import expand, plot_sweep, run_sweep
+    from traces.io import read_trace
+
+    if serial and scheduler:
+        raise click.UsageError("--serial and --scheduler exclude each other")
+    points = expand(_csv(topos, "--topo"), parse_grid(sets), _csv(algos, "--algo"), _csv(routings, "--routing"),
+                    seed)
+    df = read_trace(trace)
+    name = Path(trace).name
+    with progress_bar(len(points), f"sweep ({len(points)} points)") as advance:
+        table = run_sweep(df, points, scheduler=scheduler, workers=workers, serial=serial, trace_name=name,
+                          on_done=advance)
+    folder = out if out is not None else Path("simrun-sweep") / Path(trace).stem
+    folder.mkdir(parents=True, exist_ok=True)
+    table.to_parquet(folder / "sweep.parquet", index=False)
+    plot_sweep(table, folder / "sweep.png", title=f"{name}: which topology wins (lower is better)")
+    _print_table(table, points)
+    click.echo(f"wrote {folder}/sweep.parquet and sweep.png")

@@ -1,0 +1,236 @@
+"""Raw flows over a topology (SPEC §5): :func:`simulate_flows` and the richer :func:`run_flows`.
+
+Each input row is one flow ``src -> dst`` (GPU slots) of ``bytes`` starting at ``start_s``. The flows are
+routed by :class:`topologies.Router` (``ecmp``: one hashed equal-cost path per flow, keyed by the row
+number so repeated pairs may take different paths; ``spray``: the bytes split evenly over the equal-cost
+paths; ``single``: one fixed path per pair) and replayed on a :class:`sim.network.FlowNetwork`, which
+shares the directed link capacities max-min fairly and re-solves whenever a flow starts or ends.
+
+``finish_s`` = the time the flow's last byte is sent + the sum of ``latency_us`` of the links on its path
+(for a sprayed flow: the latest of its sub-flows, each with its own path's latency). ``path`` = the node
+names of the (first sub-)flow's path, source GPU first; a flow from a GPU to itself has path ``[gpu]`` and
+finishes at its start.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import networkx as nx
+import numpy as np
+import pandas as pd
+
+from sim.errors import SimError
+from sim.network import FlowNetwork
+
+__all__ = ["FLOW_COLUMNS", "FlowsResult", "run_flows", "simulate_flows"]
+
+#: Required input columns (SPEC §5).
+FLOW_COLUMNS: tuple[str, ...] = ("src", "dst", "bytes", "start_s")
+
+
+@dataclass(frozen=True)
+class FlowsResult:
+    """Outcome of :func:`run_flows`.
+
+    Attributes
+    ----------
+    flows : pandas.DataFrame
+        The input columns plus ``finish_s`` and ``path`` (SPEC §5), in input order.
+    links : pandas.DataFrame
+        One row per directed link: ``src``, ``dst``, ``kind``, ``capacity_gbps``, ``bytes``,
+        ``mean_utilization`` (bytes over capacity x ``busy window``), ``peak_utilization``,
+        ``busy_above_90_s``.
+    makespan_s : float
+        Latest ``finish_s`` minus earliest ``start_s`` (0 without flows).
+    window_s : float
+        From the earliest start to the last byte sent: the window of ``mean_utilization``.
+    network : FlowNetwork
+        The network after the run (statistics, time series when ``bin_s`` was given).
+    """
+
+    flows: pd.DataFrame
+    links: pd.DataFrame
+    makespan_s: float
+    window_s: float
+    network: FlowNetwork
+
+
+def simulate_flows(topology: nx.Graph, flows: pd.DataFrame, routing: str = "ecmp", seed: int = 0) -> pd.DataFrame:
+    """Simulate raw flows over a topology with max-min fair link sharing (SPEC §5).
+
+    Parameters
+    ----------
+    topology : networkx.Graph
+        A topology (SPEC §4), e.g. from :func:`topologies.build`.
+    flows : pandas.DataFrame
+        Columns ``src``, ``dst`` (int GPU slots), ``bytes`` (int >= 0), ``start_s`` (float >= 0); other
+        columns are kept.
+    routing : {"ecmp", "spray", "single"}
+        Path choice of :class:`topologies.Router`.
+    seed : int
+        Seed of the ECMP hash.
+
+    Returns
+    -------
+    pandas.DataFrame
+        The input plus ``finish_s`` (float seconds) and ``path`` (list of node names, src to dst).
+
+    Raises
+    ------
+    SimError
+        A missing column, a bad value (naming the column and row), a GPU not in the topology.
+    topologies.TopologyError
+        An unknown routing mode or a GPU pair with no path.
+
+    Examples
+    --------
+    >>> import topologies
+    >>> g = topologies.build("leaf_spine", num_gpus=16, gpus_per_server=8, link_gbps=400.0)
+    >>> df = pd.DataFrame({"src": [0], "dst": [8], "bytes": [50_000_000], "start_s": [0.0]})
+    >>> out = simulate_flows(g, df)
+    >>> float(round(out.finish_s[0] * 1e3, 3)), out.path[0][0], out.path[0][-1]   # 50 MB at 50 GB/s + 4 hops
+    (1.004, 'gpu0', 'gpu8')
+    """
+    return run_flows(topology, flows, routing=routing, seed=seed).flows
+
+
+def run_flows(topology: nx.Graph, flows: pd.DataFrame, routing: str = "ecmp", seed: int = 0, *,
+              completion_quantile: float = 0.0, bin_s: float | None = None) -> FlowsResult:
+    """:func:`simulate_flows` with the per-link table, the makespan and the network kept.
+
+    Parameters
+    ----------
+    topology, flows, routing, seed
+        As for :func:`simulate_flows`.
+    completion_quantile : float
+        Accuracy knob of :class:`~sim.network.FlowNetwork` (0 = exact).
+    bin_s : float, optional
+        Time-bin width of the network's per-link byte series.
+
+    Returns
+    -------
+    FlowsResult
+    """
+    from topologies import Router
+
+    router = Router(topology, routing=routing, seed=seed)
+    src, dst, size, start = _checked_columns(flows, router.num_gpus)
+    n = src.size
+    if n == 0:
+        out = flows.copy()
+        out["finish_s"] = pd.Series(dtype=float)
+        out["path"] = pd.Series(dtype=object)
+        net = FlowNetwork(router.links["capacity_gbps"].to_numpy(float) * 1e9 / 8.0, bin_s=bin_s)
+        return FlowsResult(flows=out, links=_link_table(router.links, net, 0.0), makespan_s=0.0,
+                           window_s=0.0, network=net)
+    routes = router.route(src, dst, np.arange(n, dtype=np.int64))
+    links = router.links
+    capacity_bytes_per_s = links["capacity_gbps"].to_numpy(float) * 1e9 / 8.0
+    net = FlowNetwork(capacity_bytes_per_s, completion_quantile=completion_quantile, bin_s=bin_s)
+
+    sub_flow = routes.flow_of_sub
+    sub_size = size[sub_flow] * routes.fraction
+    sub_start = start[sub_flow]
+    order = np.argsort(sub_start, kind="stable")
+    ptr, idx = _reorder_csr(routes.link_ptr, routes.link_idx, order)
+    # Flows starting together are added in one call (one solve); the network's ids follow ``order``.
+    sorted_start = sub_start[order]
+    cuts = np.flatnonzero(np.r_[True, sorted_start[1:] != sorted_start[:-1], True])
+    for a, b in zip(cuts[:-1], cuts[1:], strict=True):
+        t = float(sorted_start[a])
+        net.advance(t)
+        net.add_flows(t, ptr[a:b + 1], idx, sub_size[order[a:b]])
+    net.advance(np.inf)
+
+    sub_done = np.empty(order.size)
+    sub_done[order] = net.finish_s
+    latency_s = links["latency_us"].to_numpy(float) * 1e-6
+    # reduceat over possibly empty rows: pad so every start is valid, then zero the empty rows
+    sub_latency = np.add.reduceat(np.r_[latency_s[routes.link_idx], 0.0], routes.link_ptr[:-1])
+    sub_latency[np.diff(routes.link_ptr) == 0] = 0.0
+    finish = np.maximum.reduceat(sub_done + sub_latency, routes.sub_ptr[:-1])
+
+    out = flows.copy()
+    out["finish_s"] = finish
+    out["path"] = _first_paths(routes, links, src)
+    first_start = float(start.min())
+    makespan = float(finish.max()) - first_start
+    window = max(float(np.nanmax(net.finish_s)) - first_start, 0.0)
+    table = _link_table(links, net, window)
+    out.attrs["collsim_flows"] = {
+        "flows": int(n), "makespan_s": makespan, "bytes": float(size.sum()),
+        "max_link_utilization": float(table["peak_utilization"].max()),
+        "routing": routing, "seed": int(seed), "solves": int(net.stats["solves"]),
+    }
+    return FlowsResult(flows=out, links=table, makespan_s=makespan, window_s=window, network=net)
+
+
+def _checked_columns(flows: pd.DataFrame, num_gpus: int):
+    """The four input columns as numpy arrays; SimError naming the column (and row) of bad input."""
+    if not isinstance(flows, pd.DataFrame):
+        raise SimError(f"flows: expected a pandas DataFrame, got {type(flows).__name__}")
+    missing = [c for c in FLOW_COLUMNS if c not in flows.columns]
+    if missing:
+        raise SimError(f"flows: missing column '{missing[0]}' (need {', '.join(FLOW_COLUMNS)})")
+    arrays = {}
+    for column in FLOW_COLUMNS:
+        values = pd.to_numeric(flows[column], errors="coerce").to_numpy(dtype=float, na_value=np.nan)
+        bad = ~np.isfinite(values)
+        if column != "start_s":
+            bad |= values != np.round(values)
+        bad |= values < 0
+        if bad.any():
+            row = int(np.flatnonzero(bad)[0])
+            want = "a number >= 0" if column == "start_s" else "a whole number >= 0"
+            value = flows[column].iloc[row]
+            value = value.item() if isinstance(value, np.generic) else value
+            raise SimError(f"flows: column '{column}', row {row}: {value!r} is not {want}")
+        arrays[column] = values
+    for column in ("src", "dst"):
+        outside = arrays[column] >= num_gpus
+        if outside.any():
+            row = int(np.flatnonzero(outside)[0])
+            raise SimError(f"flows: column '{column}', row {row}: gpu{int(arrays[column][row])} is not in the "
+                           f"topology (gpu0..gpu{num_gpus - 1})")
+    return (arrays["src"].astype(np.int64), arrays["dst"].astype(np.int64), arrays["bytes"], arrays["start_s"])
+
+
+def _reorder_csr(ptr: np.ndarray, idx: np.ndarray, order: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """CSR rows taken in ``order``."""
+    deg = np.diff(ptr)[order]
+    new_ptr = np.zeros(order.size + 1, dtype=np.int64)
+    np.cumsum(deg, out=new_ptr[1:])
+    pos = np.arange(new_ptr[-1], dtype=np.int64) + np.repeat(ptr[order] - new_ptr[:-1], deg)
+    return new_ptr, idx[pos]
+
+
+def _first_paths(routes, links: pd.DataFrame, src: np.ndarray) -> list[list[str]]:
+    """Node names of each flow's first sub-flow path (``[gpu]`` for a flow to itself)."""
+    first = routes.sub_ptr[:-1]
+    begin, end = routes.link_ptr[first], routes.link_ptr[first + 1]
+    link_src = links["src"].to_numpy(object)
+    link_dst = links["dst"].to_numpy(object)
+    paths = []
+    for i, (a, b) in enumerate(zip(begin.tolist(), end.tolist(), strict=True)):
+        if a == b:
+            paths.append([f"gpu{src[i]}"])
+        else:
+            hop = routes.link_idx[a:b]
+            paths.append([link_src[hop[0]], *link_dst[hop].tolist()])
+    return paths
+
+
+def _link_table(links: pd.DataFrame, net: FlowNetwork, window_s: float) -> pd.DataFrame:
+    capacity_bytes_per_s = links["capacity_gbps"].to_numpy(float) * 1e9 / 8.0
+    mean = net.link_bytes / (capacity_bytes_per_s * window_s) if window_s > 0 else np.zeros(len(links))
+    return pd.DataFrame({
+        "src": links["src"].to_numpy(object),
+        "dst": links["dst"].to_numpy(object),
+        "kind": links["kind"].to_numpy(object),
+        "capacity_gbps": links["capacity_gbps"].to_numpy(float),
+        "bytes": net.link_bytes.copy(),
+        "mean_utilization": mean,
+        "peak_utilization": net.peak_utilization.copy(),
+        "busy_above_90_s": net.busy_above_90_s.copy(),
+    })

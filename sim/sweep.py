@@ -1,0 +1,360 @@
+"""What-if sweeps (SPEC §8): one simulation per grid point, on Dask, into one table and comparison plots.
+
+A grid is the cartesian product of topologies, ``--set`` values, algorithms and routings. Each point is
+exactly ``simrun run --trace T --topo X --set ... --algo A --routing R --seed N``: the same seed for every
+point, so a point's row depends on its parameters only, and the table is the same whether the points run
+serially, on a local Dask cluster, or on many machines behind a scheduler. (``sim_wall_s`` is wall-clock
+time and the only column that differs between runs.)
+
+``--set`` keys that are :func:`sim.simulate` options (``completion_quantile``, ``fail_links``, ...) go to
+the simulator; every other key is a topology builder parameter (``k``, ``oversubscription``, ...).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from sim.errors import SimError
+
+#: Separates the values of one grid key inside ``--set`` (``oversubscription=1|2|4``).
+GRID_SEPARATOR = "|"
+#: simulate() options that make no sense as grid values (callables, names, nested params).
+_NOT_GRID_OPTIONS = frozenset({"progress", "trace_name", "topology_params"})
+#: Values of --algo and --routing (SPEC §2), checked before any point runs.
+ALGOS = ("auto", "ring", "tree", "direct")
+ROUTINGS = ("ecmp", "spray", "single")
+#: Columns of a row that describe the point (the rest are the §6 summary figures).
+POINT_COLUMNS = ("point", "topo", "algo", "routing", "seed")
+#: Summary figures of the comparison plots, with their axis labels.
+PLOTTED = (("makespan_s", "makespan (s)"),
+           ("makespan_slowdown", "makespan / ideal makespan"),
+           ("slowdown_p99", "collective slowdown p99"))
+
+
+@dataclass(frozen=True)
+class Point:
+    """One grid point.
+
+    Attributes
+    ----------
+    index : int
+        Position in the grid (row order of ``sweep.parquet``).
+    topo : str
+        Topology preset name or YAML path, as given on the command line.
+    params : tuple of (str, value)
+        The ``--set`` values of this point, in command-line order.
+    algo, routing : str
+    seed : int
+    """
+
+    index: int
+    topo: str
+    params: tuple[tuple[str, Any], ...]
+    algo: str
+    routing: str
+    seed: int
+
+    def row(self) -> dict[str, Any]:
+        """The point's columns: ``point, topo, <--set keys>, algo, routing, seed``."""
+        return {"point": self.index, "topo": self.topo, **dict(self.params), "algo": self.algo,
+                "routing": self.routing, "seed": self.seed}
+
+    def label(self) -> str:
+        """``fat_tree oversubscription=2 algo=ring routing=ecmp``."""
+        parts = [self.topo, *(f"{k}={v}" for k, v in self.params), f"algo={self.algo}", f"routing={self.routing}"]
+        return " ".join(parts)
+
+
+#: ``--set`` spellings that ``simrun run`` accepts for a simulate option.
+_ALIASES = {"quantile": "completion_quantile"}
+
+
+def simulator_keys() -> frozenset[str]:
+    """``--set`` keys that go to :func:`sim.simulate` as options (the rest go to the topology builder)."""
+    from sim.replay import OPTIONS
+
+    return (frozenset(OPTIONS) - _NOT_GRID_OPTIONS) | frozenset(_ALIASES)
+
+
+def split_grid_values(raw: Any, parse: Callable[[str], Any]) -> list[Any]:
+    """Split one ``--set`` value on ``|`` into grid values, each parsed by ``parse``.
+
+    Examples
+    --------
+    >>> split_grid_values("1|2|4", int)
+    [1, 2, 4]
+    >>> split_grid_values(8, int)
+    [8]
+    """
+    if not isinstance(raw, str) or GRID_SEPARATOR not in raw:
+        return [raw]
+    parts = [part.strip() for part in raw.split(GRID_SEPARATOR)]
+    if any(not part for part in parts):
+        raise SimError(f"grid value {raw!r}: empty value between '{GRID_SEPARATOR}' separators")
+    return [parse(part) for part in parts]
+
+
+def expand(topos: Sequence[str], grid: Mapping[str, Sequence[Any]], algos: Sequence[str] = ("auto",),
+           routings: Sequence[str] = ("ecmp",), seed: int = 0) -> list[Point]:
+    """The cartesian product of the grid, topology outermost, then ``grid`` keys in order, algo, routing.
+
+    Raises
+    ------
+    SimError
+        When a dimension is empty, or an algo or routing is unknown.
+
+    Examples
+    --------
+    >>> pts = expand(["fat_tree", "leaf_spine"], {"oversubscription": [1, 2]}, ["ring"])
+    >>> [p.label() for p in pts][:2]
+    ['fat_tree oversubscription=1 algo=ring routing=ecmp', 'fat_tree oversubscription=2 algo=ring routing=ecmp']
+    >>> len(pts)
+    4
+    """
+    dims = {"--topo": list(topos), **{f"--set {k}": list(v) for k, v in grid.items()}, "--algo": list(algos),
+            "--routing": list(routings)}
+    for name, values in dims.items():
+        if not values:
+            raise SimError(f"{name}: no values to sweep over")
+    for name, values, known in (("--algo", algos, ALGOS), ("--routing", routings, ROUTINGS)):
+        bad = [v for v in values if v not in known]
+        if bad:
+            raise SimError(f"{name} {bad[0]!r} is not one of: {', '.join(known)}")
+    keys = list(grid)
+    points = []
+    for i, combo in enumerate(itertools.product(topos, *(grid[k] for k in keys), algos, routings)):
+        topo, *values, algo, routing = combo
+        points.append(Point(i, str(topo), tuple(zip(keys, values, strict=True)), str(algo), str(routing), int(seed)))
+    return points
+
+
+def split_params(params: Iterable[tuple[str, Any]]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``(topology_params, simulate_options)`` of a point's ``--set`` values."""
+    sim_keys = simulator_keys()
+    topo, options = {}, {}
+    for key, value in params:
+        if key in sim_keys:
+            options[_ALIASES.get(key, key)] = value
+        else:
+            topo[key] = value
+    return topo, options
+
+
+def build_topology(topo: str, trace_meta: Mapping[str, Any], params: Mapping[str, Any]):
+    """Build a point's topology as ``simrun run`` does: presets sized to the trace, YAML files as written.
+
+    Raises
+    ------
+    topologies.TopologyError
+        Unknown preset, bad or unknown parameter.
+    SimError
+        The trace does not fit the topology.
+    """
+    import topologies
+    from sim.replay import check_fit
+
+    world = int(trace_meta.get("world_size") or 0)
+    if Path(topo).suffix in (".yaml", ".yml"):
+        graph = topologies.build(topo, **params)
+    else:
+        kw = {"num_gpus": world, "gpus_per_server": int(trace_meta.get("gpus_per_node") or 8), **params}
+        graph = topologies.build(topo, **kw)
+    check_fit(graph, world)
+    return graph
+
+
+def scalar_summary(summary: Mapping[str, Any]) -> dict[str, Any]:
+    """The scalar figures of a §6 summary (lists such as ``hot_links`` are left out), plus
+    ``makespan_slowdown`` = ``makespan_s / ideal_makespan_s``.
+
+    Examples
+    --------
+    >>> scalar_summary({"makespan_s": 3.0, "ideal_makespan_s": 2.0, "hot_links": [1]})
+    {'makespan_s': 3.0, 'ideal_makespan_s': 2.0, 'makespan_slowdown': 1.5}
+    """
+    out = {k: v for k, v in summary.items() if v is None or isinstance(v, bool | int | float | str)}
+    span, ideal = out.get("makespan_s"), out.get("ideal_makespan_s")
+    if isinstance(span, int | float) and isinstance(ideal, int | float):
+        out["makespan_slowdown"] = span / ideal if ideal > 0 else math.nan
+    return out
+
+
+def run_point(trace_df: pd.DataFrame, point: Point, trace_name: str = "") -> dict[str, Any]:
+    """Simulate one point and return its row (point columns + scalar summary). Runs on a Dask worker.
+
+    The call is the one ``simrun run`` makes: the topology by name, sized to the trace by the simulator.
+    """
+    from sim import simulate
+
+    topo_params, options = split_params(point.params)
+    if trace_name:
+        options["trace_name"] = trace_name
+    result = simulate(trace_df, point.topo, algo=point.algo, routing=point.routing, seed=point.seed,
+                      topology_params=topo_params, **options)
+    row = point.row()
+    for key, value in scalar_summary(result.summary).items():
+        row.setdefault(key, value)  # the point's own columns win over a summary echoing them
+    return row
+
+
+def _tidy(table: pd.DataFrame) -> pd.DataFrame:
+    """Give every object column one Arrow type: numbers stay numbers, mixed columns become strings."""
+    for name in table.columns:
+        col = table[name]
+        if col.dtype != object:
+            continue
+        values = [v for v in col if v is not None]
+        if all(isinstance(v, bool) for v in values):
+            continue
+        if all(isinstance(v, int | float) and not isinstance(v, bool) for v in values):
+            table[name] = pd.to_numeric(col)
+        elif not all(isinstance(v, str) for v in values):
+            table[name] = col.map(lambda v: None if v is None else str(v))
+    return table
+
+
+def _local_client(workers: int):
+    import logging
+
+    from distributed import Client, LocalCluster
+
+    cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
+                           silence_logs=logging.ERROR)
+    return Client(cluster), cluster
+
+
+def run_sweep(trace_df: pd.DataFrame, points: Sequence[Point], *, scheduler: str | None = None,
+              workers: int = 2, serial: bool = False, trace_name: str = "",
+              on_done: Callable[[int], None] | None = None) -> pd.DataFrame:
+    """Run every point and return the sweep table (one row per point, in grid order).
+
+    Topologies are built and checked here first, so a bad key, value or name fails before any work is sent.
+
+    Parameters
+    ----------
+    trace_df : pandas.DataFrame
+        A §3 trace (sent once to every worker).
+    points : sequence of Point
+        From :func:`expand`.
+    scheduler : str, optional
+        Address of a running Dask scheduler (``tcp://host:8786``); its workers need collsim installed.
+    workers : int
+        Worker processes of the local cluster used when no scheduler is given.
+    serial : bool
+        Run in this process, no Dask (the reference a distributed sweep must equal).
+    trace_name : str
+        The ``trace`` of each summary.
+    on_done : callable, optional
+        Called with 1 each time a point finishes (a progress bar).
+
+    Returns
+    -------
+    pandas.DataFrame
+
+    Raises
+    ------
+    topologies.TopologyError, sim.errors.SimError
+        Bad topology or grid key (before running), or a point that cannot be simulated (naming it).
+    """
+    check_topologies(trace_df, points)
+    done = on_done or (lambda _n: None)
+    rows: list[dict[str, Any] | None] = [None] * len(points)
+    if serial:
+        for p in points:
+            rows[p.index] = _named(p, lambda p=p: run_point(trace_df, p, trace_name))
+            done(1)
+    else:
+        rows = _run_dask(trace_df, points, scheduler, workers, trace_name, done)
+    return _tidy(pd.DataFrame(rows))
+
+
+def check_topologies(trace_df: pd.DataFrame, points: Sequence[Point]) -> None:
+    """Build each distinct topology of the grid once, so a bad name, key or value fails before any work.
+
+    Raises
+    ------
+    topologies.TopologyError, sim.errors.SimError
+        As :func:`build_topology`, naming the point.
+    """
+    meta = trace_df.attrs.get("collsim") or {}
+    seen: set[tuple] = set()
+    for p in points:
+        topo_params, _ = split_params(p.params)
+        key = (p.topo, tuple(sorted((k, repr(v)) for k, v in topo_params.items())))
+        if key not in seen:
+            seen.add(key)
+            _named(p, lambda p=p, topo_params=topo_params: build_topology(p.topo, meta, topo_params))
+
+
+def _named(point: Point, call: Callable[[], Any]) -> Any:
+    """Run ``call``; a bad-input error names the point."""
+    try:
+        return call()
+    except ValueError as exc:
+        raise type(exc)(f"point {point.index} ({point.label()}): {exc}") from None
+
+
+def _run_dask(trace_df, points, scheduler, workers, trace_name, done) -> list[dict[str, Any]]:
+    from distributed import Client, as_completed
+
+    if scheduler:
+        client, cluster = Client(scheduler, timeout="10s"), None
+    else:
+        client, cluster = _local_client(workers)
+    try:
+        trace_f = client.scatter(trace_df, broadcast=True)  # sent once, not once per point
+        futures = {client.submit(run_point, trace_f, p, trace_name, pure=False): p.index for p in points}
+        rows: list[dict[str, Any] | None] = [None] * len(points)
+        for future in as_completed(futures):
+            index = futures[future]
+            rows[index] = _named(points[index], future.result)
+            done(1)
+        return rows
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()
+
+
+def varying_columns(table: pd.DataFrame) -> list[str]:
+    """Point columns (other than ``point``, ``topo``, ``seed``) that take more than one value."""
+    columns = list(table.columns)
+    params = columns[columns.index("topo") + 1:columns.index("algo")] + ["algo", "routing"]
+    return [c for c in params if c in table.columns and table[c].nunique(dropna=False) > 1]
+
+
+def plot_sweep(table: pd.DataFrame, path: str | Path, title: str = "") -> Path:
+    """Comparison plots: makespan, makespan / ideal and slowdown p99 per topology (bars), one colour per
+    combination of the other swept parameters. Lower is better: the lowest bar wins."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import seaborn as sns
+    from matplotlib.figure import Figure
+
+    shown = [(c, label) for c, label in PLOTTED if c in table.columns and table[c].notna().any()]
+    sns.set_theme(style="whitegrid", context="notebook")
+    fig = Figure(figsize=(4.2 * max(len(shown), 1) + 1.5, 4.5), layout="constrained")
+    axes = fig.subplots(1, max(len(shown), 1), squeeze=False).ravel()
+    vary = varying_columns(table)
+    data = table.copy()
+    hue = None
+    if vary:
+        hue = "setting"
+        data[hue] = data[vary].astype(str).apply(lambda r: ", ".join(f"{k}={v}" for k, v in r.items()), axis=1)
+    for ax, (column, label) in zip(axes, shown, strict=False):
+        sns.barplot(data, x="topo", y=column, hue=hue, ax=ax, errorbar=None, legend=ax is axes[0])
+        ax.set(xlabel="", ylabel=label)
+        ax.tick_params(axis="x", labelrotation=20)
+    fig.suptitle(title or "which topology wins (lower is better)")
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=120, format="png")
+    return out

@@ -1,0 +1,93 @@
+"""Sweeps (SPEC §8): grid parsing and expansion, the table, Dask = serial, one-line errors."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+
+from sim.cli import main
+from sim.cli.sweep import parse_grid
+from sim.errors import SimError
+from sim.sweep import Point, expand, scalar_summary, split_grid_values, split_params
+from traces.io import write_trace
+from traces.schema import new_metadata
+
+
+def _run(argv, capsys):
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    out, err = capsys.readouterr()
+    return info.value.code, out, err
+
+
+@pytest.fixture
+def trace_df():
+    """Two AllReduces of 1 MiB over 16 ranks on 2 servers, then an AllToAll; timed."""
+    world = 16
+    rows = []
+    for seq, (op, count) in enumerate([("AllReduce", 1 << 18), ("AllReduce", 1 << 18), ("AllToAll", 1 << 12)]):
+        rows += [dict(rank=r, comm="w", seq=seq, op=op, count=count, dtype="fp32", bytes=4 * count, root=-1,
+                      nranks=world, t_start_s=0.001 * seq) for r in range(world)]
+    df = pd.DataFrame(rows)
+    for name, value in dict(duration_s=math.nan, host="", device=-1, context="", algo="", proto="").items():
+        df[name] = value
+    df.attrs["collsim"] = new_metadata(world, {"w": list(range(world))}, "test", gpus_per_node=8)
+    return df
+
+
+@pytest.fixture
+def trace_path(trace_df, tmp_path):
+    return write_trace(trace_df, tmp_path / "tiny.parquet")
+
+
+def test_grid_values_split_on_bar_and_parse_like_run():
+    grid = parse_grid(("oversubscription=1|2|4,k=8", "name=a|b", "x=1.5|true"))
+    assert grid == {"oversubscription": [1, 2, 4], "k": [8], "name": ["a", "b"], "x": [1.5, True]}
+    with pytest.raises(SimError, match="empty value"):
+        split_grid_values("1||2", int)
+
+
+def test_expand_is_the_cartesian_product_in_order():
+    points = expand(["a", "b"], {"x": [1, 2, 3], "y": ["u"]}, ["ring", "tree"], ["ecmp"], seed=7)
+    assert len(points) == 2 * 3 * 1 * 2 * 1
+    assert [p.index for p in points] == list(range(12))
+    assert len({(p.topo, p.params, p.algo, p.routing) for p in points}) == 12
+    assert all(p.seed == 7 for p in points)
+    assert points[0] == Point(0, "a", (("x", 1), ("y", "u")), "ring", "ecmp", 7)
+    assert points[1].algo == "tree" and points[2].params[0] == ("x", 2) and points[6].topo == "b"
+    with pytest.raises(SimError, match="--algo"):
+        expand(["a"], {}, [], ["ecmp"])
+
+
+def test_params_split_between_simulator_and_topology():
+    topo, sim = split_params((("oversubscription", 2), ("completion_quantile", 0.1), ("k", 4)))
+    assert topo == {"oversubscription": 2, "k": 4} and sim == {"completion_quantile": 0.1}
+
+
+def test_scalar_summary_keeps_scalars_and_adds_makespan_slowdown():
+    row = scalar_summary({"trace": "t", "makespan_s": 3.0, "ideal_makespan_s": 1.5, "flows": 4,
+                          "hot_links": [{"link": "a->b"}], "incast_events": 0})
+    assert row == {"trace": "t", "makespan_s": 3.0, "ideal_makespan_s": 1.5, "flows": 4, "incast_events": 0,
+                   "makespan_slowdown": 2.0}
+    assert math.isnan(scalar_summary({"makespan_s": 1.0, "ideal_makespan_s": 0.0})["makespan_slowdown"])
+
+
+@pytest.mark.parametrize(("extra", "needle"), [
+    (["--topo", "fat_tree,moebius"], "moebius"),
+    (["--topo", "fat_tree", "--set", "warp_factor=1|2"], "warp_factor"),
+    (["--topo", "fat_tree", "--set", "oversubscription=1|0.5"], "oversubscription"),
+    (["--topo", "fat_tree", "--algo", "ring,psychic"], "psychic"),
+])
+def test_bad_grid_is_one_error_line_and_exit_2(extra, needle, trace_path, tmp_path, capsys):
+    code, _, err = _run(["sweep", "--trace", str(trace_path), *extra, "--serial", "--out", str(tmp_path / "o")],
+                        capsys)
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and lines[0].startswith("simrun: error:"), err
+    assert needle in lines[0]
+
+
+def test_missing_trace_is_exit_2(tmp_path, capsys):
+    code, _, err = _run(["sweep", "--trace", str(tmp_path / "no.parquet"), "--topo", "fat_tree"], capsys)
+    assert code == 2 and err.startswith("simrun: error:") and "no.parquet" in err

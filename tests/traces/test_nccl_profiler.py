@@ -1,0 +1,99 @@
+"""NCCL profiler plugin (example plugin) traces. No real dump is stored here: inputs follow the
+``fprintf`` layouts of ``ext-profiler/example/print_event.cc``, including the unquoted words that some
+versions print (``"Stream": 0x...``, ``"datatype": ncclFloat32``)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from traces.nccl_profiler import looks_like_nccl_profiler, read_nccl_profiler
+from traces.readers import detect_format, ingest
+from traces.schema import TraceError
+
+HASH = 1493613951195738943
+
+
+def _file(path: Path, rank: int, nranks: int, *, int_dtype: bool = False) -> Path:
+    pid = 500 + rank
+    dt = "7" if int_dtype else '"ncclFloat32"'
+    lines = ["["]
+    lines.append('{"name": "Group API", "cat": "GROUP_API", "ph": "b", "id": 0, "pid": %d, "tid": 1, "ts": 1.0, '
+                 '"args": {"groupApiId": 0, "groupDepth":1}},' % pid)
+    for i in range(3):
+        lines.append('{"name": "AllReduce", "cat": "COLL_API", "ph": "b", "id": %d, "pid": %d, "tid": 1, "ts": %f, '
+                     '"args": {"count": 262144, "datatype": ncclFloat32, "root": 0, "GraphCaptured": 0, '
+                     '"Stream": 0x4142e90}},' % (i, pid, 10.0 + 100 * i))
+        lines.append('{"name": "AllReduce", "cat": "COLL", "ph": "b", "id": %d, "pid": %d, "tid": 1, "ts": %f, '
+                     '"args": {"SeqNum": %d, "CommHash": %d, "Rank": %d, "Count": 262144, "Datatype": %s, '
+                     '"Algorithm": "RING", "Protocol": "SIMPLE", "nChannels": 2}},'
+                     % (i, pid, 11.0 + 100 * i, i, HASH, rank, dt))
+        lines.append('{"name": "AllReduce", "cat": "COLL", "ph": "e", "id": %d, "pid": %d, "tid": 1, "ts": %f},'
+                     % (i, pid, 11.0 + 100 * i + 25.5))
+    lines.append('{"name": "Broadcast", "cat": "COLL_API", "ph": "b", "id": 3, "pid": %d, "tid": 1, "ts": 400.0, '
+                 '"args": {"count": 100, "datatype": "ncclInt8", "root": %d, "GraphCaptured": 0, '
+                 '"Stream": "0x1"}},' % (pid, nranks - 1))
+    lines.append('{"name": "Broadcast", "cat": "COLL", "ph": "b", "id": 3, "pid": %d, "tid": 1, "ts": 401.0, '
+                 '"args": {"SeqNum": 3, "CommHash": %d, "Rank": %d, "Count": 100, "Datatype": "ncclInt8", '
+                 '"Algorithm": "RING", "Protocol": "LL", "nChannels": 1}},' % (pid, HASH, rank))
+    peer = (rank + 1) % nranks
+    lines.append('{"name": "Send", "cat": "P2P", "ph": "b", "id": 0, "pid": %d, "tid": 1, "ts": 500.0, '
+                 '"args": {"CommHash": %d, "Rank": %d, "Peer": %d, "Count": 1024, "Datatype": "ncclBfloat16", '
+                 '"nChannels": 4}},' % (pid, HASH, rank, peer))
+    lines.append('{"name": "Send", "cat": "P2P", "ph": "e", "id": 0, "pid": %d, "tid": 1, "ts": 510.0},' % pid)
+    prev = (rank - 1) % nranks
+    lines.append('{"name": "Recv", "cat": "P2P", "ph": "b", "id": 1, "pid": %d, "tid": 1, "ts": 500.0, '
+                 '"args": {"CommHash": %d, "Rank": %d, "Peer": %d, "Count": 1024, "Datatype": "ncclBfloat16", '
+                 '"nChannels": 4}},' % (pid, HASH, rank, prev))
+    lines.append("{}]")
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_rows_bytes_durations(tmp_path: Path) -> None:
+    for r in range(4):
+        _file(tmp_path / f"prof-host-{r}.txt", r, 4)
+    df = ingest(tmp_path)
+    assert len(df) == 4 * 6
+    per_rank = 3 * 262144 * 4 + 100 + 2 * 1024 * 2
+    assert (df.groupby("rank")["bytes"].sum() == per_rank).all()
+    ar = df[df["op"] == "AllReduce"]
+    assert ar["duration_s"].map(lambda d: math.isclose(d, 25.5e-6)).all()
+    assert set(ar["algo"]) == {"RING"} and set(ar["proto"]) == {"SIMPLE"}
+    assert (df.loc[df["op"] == "Broadcast", "root"] == 3).all()  # from the preceding COLL_API event
+    send = df[(df["op"] == "Send") & (df["rank"] == 3)].iloc[0]
+    assert send["root"] == 0 and send["seq"] == 0
+    assert df[df["op"] == "Recv"]["duration_s"].isna().all()  # no 'e' event written for it
+    meta = df.attrs["collsim"]
+    assert meta["comms"] == {str(HASH): [0, 1, 2, 3]} and meta["world_size"] == 4
+
+
+def test_strict_json_and_integer_datatype(tmp_path: Path) -> None:
+    path = _file(tmp_path / "p.txt", 0, 1, int_dtype=True)
+    strict_json = [json.loads(line.rstrip(",")) for line in path.read_text().splitlines()
+                   if line.startswith("{") and "COLL_API" not in line and "0x" not in line and line != "{}]"]
+    path.write_text(json.dumps(strict_json + [{}]))  # the same events as one valid JSON array
+    df, report = read_nccl_profiler([path])
+    assert report.skipped_total == 0
+    ar = df[df["op"] == "AllReduce"]
+    assert len(ar) == 3 and set(ar["dtype"]) == {"fp32"}  # NCCL 2.23 printed the enum value 7
+
+
+def test_malformed_line(tmp_path: Path) -> None:
+    path = _file(tmp_path / "p.txt", 0, 2)
+    lines = path.read_text().splitlines()
+    lines[4] = '{"name": "AllReduce", "cat": "COLL", "ph": "b", "id": 9, "args": {"Count": [}},'
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(TraceError, match=r"p.txt:5: malformed JSON"):
+        read_nccl_profiler([path])
+
+
+def test_detection(tmp_path: Path) -> None:
+    path = _file(tmp_path / "p.txt", 0, 2)
+    assert looks_like_nccl_profiler(path.read_text())
+    assert detect_format(path) == "profiler"
+    assert not looks_like_nccl_profiler('[{"comms": "all_reduce"}]')
+    assert not looks_like_nccl_profiler('{"traceEvents": [{"ph": "X"}]}')

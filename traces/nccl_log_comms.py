@@ -1,0 +1,211 @@
+"""Who is who in NCCL logs: comm pointers -> communicator instances -> communicators -> global ranks.
+
+A ``comm %p`` pointer only means something inside one process, so a COLL line is keyed by
+(host, pid, pointer). Init lines of every version (and the 2.20+ ``nRanks ... localRanks`` line) map
+that key to (rank, nranks, commId, cudaDev); a pointer reused after a destroy gets a new instance, and
+a COLL line belongs to the latest instance created before it. Instances become communicators by
+commId (2.16+), else by size and free rank slot in order of appearance (2.4-2.15), else, without any
+Init line, one communicator per pointer value with comm ranks in order of appearance. Global ranks come
+from the largest communicator (its comm ranks are the global ranks); GPUs outside it are numbered after
+it by host, pid and device. Every fallback taken is written to ``notes``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+POS_SHIFT = 40  # position key = file index << POS_SHIFT | line number (orders lines across files)
+
+
+def pos_key(file_idx: int, line: int) -> int:
+    return (file_idx << POS_SHIFT) | line
+
+
+@dataclass
+class Instance:
+    """One communicator as one process sees it (the life of one ``comm %p`` between init and reuse)."""
+
+    key: tuple[str, int, str]  # (host, pid, pointer)
+    rank: int | None
+    nranks: int
+    comm_id: str | None
+    dev: int | None
+    local_ranks: int | None
+    start: int  # position key of its first record
+    record_pos: list[int] = field(default_factory=list)
+    comm: str = ""  # communicator name, set by group_instances
+    comm_rank: int = -1
+    identity: tuple[str, int, int] = ("", -1, -1)  # (host, pid, cudaDev): one GPU
+    grank: int = -1  # RCCL ``globalrank`` when logged
+
+    @property
+    def host(self) -> str:
+        return self.key[0]
+
+
+def fix_hosts(pairs: set[tuple[str, int]]) -> dict[tuple[str, int], str]:
+    """Map (host, pid) pairs whose host has interleaved garbage glued before it to the clean host.
+
+    ``"affinityljm"`` with pid 7 becomes ``"ljm"`` when ``("ljm", 7)`` is also seen.
+    """
+    by_pid: dict[int, set[str]] = {}
+    for host, pid in pairs:
+        by_pid.setdefault(pid, set()).add(host)
+    fixed: dict[tuple[str, int], str] = {}
+    for pid, hosts in by_pid.items():
+        for host in hosts:
+            shorter = [h for h in hosts if h and len(h) < len(host) and host.endswith(h)]
+            if shorter:
+                fixed[(host, pid)] = min(shorter, key=len)
+    return fixed
+
+
+def build_instances(inits: list[dict[str, Any]]) -> dict[tuple[str, int, str], list[Instance]]:
+    """Merge Init/nRanks/Destroy records of each (host, pid, pointer) into instances, in line order."""
+    out: dict[tuple[str, int, str], list[Instance]] = {}
+    for rec in sorted(inits, key=lambda r: (r["host"], r["pid"], r["ptr"], r["pos"])):
+        key = (rec["host"], rec["pid"], rec["ptr"])
+        insts = out.setdefault(key, [])
+        last = insts[-1] if insts else None
+        same = (last is not None and last.rank == rec["rank"] and last.nranks == rec["nranks"]
+                and (last.comm_id is None or rec["comm_id"] is None or last.comm_id == rec["comm_id"]))
+        if same:
+            last.comm_id = last.comm_id or rec["comm_id"]
+            last.dev = last.dev if last.dev is not None else rec["dev"]
+            if rec["local_ranks"] is not None:
+                last.local_ranks = max(last.local_ranks or 0, rec["local_ranks"])
+            last.record_pos.append(rec["pos"])
+            continue
+        insts.append(Instance(key=key, rank=rec["rank"], nranks=rec["nranks"], comm_id=rec["comm_id"],
+                              dev=rec["dev"], local_ranks=rec["local_ranks"], start=rec["pos"],
+                              record_pos=[rec["pos"]]))
+    return out
+
+
+def group_instances(instances: list[Instance], notes: list[str]) -> dict[str, list[Instance]]:
+    """Name communicators and set each instance's ``comm`` and ``comm_rank``.
+
+    Returns
+    -------
+    dict
+        Communicator name -> member instances (in order of appearance).
+    """
+    comms: dict[str, list[Instance]] = {}
+    by_id = [i for i in instances if i.rank is not None and i.comm_id is not None]
+    no_id = [i for i in instances if i.rank is not None and i.comm_id is None]
+    bare = [i for i in instances if i.rank is None]
+    for inst in sorted(by_id, key=lambda i: i.start):
+        _place(comms, inst, inst.comm_id or "", inst.rank or 0)
+    if no_id:
+        notes.append(f"{len(no_id)} communicator member(s) have Init lines without commId (NCCL < 2.16): "
+                     "grouped into communicators by size and free rank, in order of appearance")
+        for inst in sorted(no_id, key=lambda i: i.start):
+            _place(comms, inst, f"comm-{inst.key[2]}", inst.rank or 0, by_size=True)
+    if bare:
+        notes.append(f"{len(bare)} comm pointer(s) have no Init line: one communicator per pointer value, "
+                     "comm ranks in order of appearance, nranks from [nranks=]")
+        names: dict[tuple[str, int], str] = {}
+        for inst in sorted(bare, key=lambda i: i.start):
+            group = (inst.key[2], inst.nranks)
+            if group not in names:
+                name = f"comm-{inst.key[2]}"
+                names[group] = _unique(comms, name) if name in comms else name
+                comms[names[group]] = []
+            members = comms[names[group]]
+            inst.comm, inst.comm_rank = names[group], len(members)
+            members.append(inst)
+    return comms
+
+
+def _unique(comms: dict[str, list[Instance]], name: str) -> str:
+    k = 2
+    while f"{name}#{k}" in comms:
+        k += 1
+    return f"{name}#{k}"
+
+
+def _place(comms: dict[str, list[Instance]], inst: Instance, name: str, rank: int, by_size: bool = False) -> None:
+    """Put ``inst`` in the first communicator of its name (or, by_size, of its size) with ``rank`` free."""
+    candidates = ([n for n, ms in comms.items() if ms[0].comm_id is None and ms[0].rank is not None
+                   and ms[0].nranks == inst.nranks] if by_size
+                  else [n for n in comms if n == name or n.startswith(name + "#")])
+    for cand in candidates:
+        members = comms[cand]
+        if members[0].nranks == inst.nranks and all(m.comm_rank != rank for m in members):
+            inst.comm, inst.comm_rank = cand, rank
+            members.append(inst)
+            return
+    new = _unique(comms, name) if name in comms else name
+    inst.comm, inst.comm_rank = new, rank
+    comms[new] = [inst]
+
+
+def assign_global_ranks(
+    comms: dict[str, list[Instance]], host_order: dict[str, int], notes: list[str]
+) -> tuple[dict[tuple[str, int, int], int], int, str | None]:
+    """Give every GPU identity a global rank.
+
+    Returns
+    -------
+    (identity -> global rank, world_size, name of the world communicator or None)
+    """
+    ranks: dict[tuple[str, int, int], int] = {}
+    taken: set[int] = set()
+    for members in comms.values():  # RCCL logs the global rank on every COLL line
+        for m in members:
+            if m.grank >= 0 and m.identity not in ranks and m.grank not in taken:
+                ranks[m.identity] = m.grank
+                taken.add(m.grank)
+    known = {n: ms for n, ms in comms.items() if ms[0].rank is not None}
+    world, world_size = None, 0
+    if known:
+        world_size = max(ms[0].nranks for ms in known.values())
+        for name, members in sorted(known.items(), key=lambda kv: min(m.start for m in kv[1])):
+            if members[0].nranks != world_size:
+                continue
+            fresh = [m for m in members if m.identity not in ranks]
+            if any(m.comm_rank in taken for m in fresh) or len({m.identity for m in fresh}) != len(fresh):
+                continue  # inconsistent with ranks already given: not a world view
+            for m in fresh:
+                ranks[m.identity] = m.comm_rank
+                taken.add(m.comm_rank)
+            world = world or name
+    identities = {m.identity for ms in comms.values() for m in ms}
+    rest = sorted(identities - set(ranks), key=lambda g: (host_order.get(g[0], 1 << 30), g[1], g[2]))
+    nxt = max([world_size - 1, *taken], default=-1) + 1
+    if rest and known:
+        notes.append(f"{len(rest)} GPU(s) are in no world-spanning communicator: global ranks {nxt}.. given "
+                     "by host (first appearance), pid, device")
+    elif rest:
+        notes.append("no Init lines: global ranks given by host (first appearance), pid, device")
+    for g in rest:
+        ranks[g] = nxt
+        nxt += 1
+    world_size = max(world_size, nxt, max(taken, default=-1) + 1)
+    return ranks, world_size, world
+
+
+def comm_members(
+    comms: dict[str, list[Instance]], ranks: dict[tuple[str, int, int], int], world: str | None,
+    world_size: int, notes: list[str],
+) -> dict[str, list[int]]:
+    """``{comm: [global rank of each comm rank]}``; -1 marks a comm rank that no log line shows."""
+    out: dict[str, list[int]] = {}
+    partial = []
+    for name, members in comms.items():
+        n = members[0].nranks
+        if name == world:
+            out[name] = list(range(n))
+            continue
+        slots = [-1] * n
+        for m in members:
+            if 0 <= m.comm_rank < n:
+                slots[m.comm_rank] = ranks[m.identity]
+        if -1 in slots:
+            partial.append(name)
+        out[name] = slots
+    if partial:
+        notes.append(f"{len(partial)} communicator(s) have members no log line shows (-1 in metadata comms): "
+                     + ", ".join(partial[:5]) + (" ..." if len(partial) > 5 else ""))
+    return out

@@ -1,0 +1,160 @@
+"""From mapped COLL lines to trace rows: Send/Recv groups, AllToAll folding, ``seq``, TUNING.
+
+Input is one row per usable COLL line with its communicator already resolved (columns ``pos``, ``inst``,
+``rank``, ``comm``, ``op``, ``opc``, ``count``, ``dtype``, ``size``, ``root``, ``nranks``, ``ts_us``,
+``host``, ``device``). All steps are vectorised with numpy/pandas except the per-group tuple of
+``split_bytes`` and the TUNING walk over the (few) processes that print TUNING lines.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from traces.schema import P2P_OPS, ROOTED_OPS
+
+
+def _runs(df: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Run id of each row and a mask of rows in a Send/Recv group (>= 2 consecutive lines, one opCount)."""
+    p2p = df["op"].isin(P2P_OPS).to_numpy()
+    inst = df["inst"].to_numpy()
+    opc = pd.factorize(df["opc"])[0]
+    same = np.zeros(len(df), dtype=bool)
+    same[1:] = (inst[1:] == inst[:-1]) & (opc[1:] == opc[:-1]) & p2p[1:] & p2p[:-1]
+    run = np.cumsum(~same) - 1
+    length = np.bincount(run) if len(run) else np.zeros(0, dtype=np.int64)
+    return run, p2p & (length[run] >= 2) if len(run) else np.zeros(0, dtype=bool)
+
+
+def _foldable(g: pd.DataFrame) -> np.ndarray:
+    """Per run id in ``g``: True when its Sends reach every comm rank once and its Recvs come from each once."""
+    run = g["run"].to_numpy()
+    size = int(run.max()) + 1
+    is_send = (g["op"] == "Send").to_numpy()
+    root = g["root"].to_numpy()
+    nranks = g["nranks"].to_numpy()
+    n = np.zeros(size, dtype=np.int64)
+    n[run] = nranks
+    bad = np.bincount(run, weights=(root < 0) | (root >= nranks), minlength=size) > 0
+    n_send = np.bincount(run, weights=is_send, minlength=size)
+    n_recv = np.bincount(run, weights=~is_send, minlength=size)
+    uniq = g.drop_duplicates(["run", "op", "root"])
+    u_send = np.bincount(uniq["run"], weights=uniq["op"] == "Send", minlength=size)
+    u_recv = np.bincount(uniq["run"], weights=uniq["op"] == "Recv", minlength=size)
+    n_dtype = np.bincount(g.drop_duplicates(["run", "dtype"])["run"], minlength=size)
+    return (~bad & (n_send == n) & (n_recv == n) & (u_send == n) & (u_recv == n) & (n_dtype == 1)
+            & (n > 0))
+
+
+def build_rows(lines: pd.DataFrame) -> pd.DataFrame:
+    """Group, fold and number mapped COLL lines into trace rows (plus ``pos``, ``ts_us``, ``inst``)."""
+    df = lines.sort_values(["inst", "pos"], kind="stable").reset_index(drop=True)
+    run, grouped = _runs(df)
+    df["run"] = run
+    df["group"] = -1
+    df["split_bytes"] = [()] * len(df)
+    df["bytes"] = df["count"] * df["size"]
+    plain = df[~grouped]
+    g = df[grouped]
+    folded = pd.DataFrame(columns=df.columns)
+    if len(g):
+        fold = _foldable(g)
+        to_fold = fold[g["run"].to_numpy()]
+        folded = _fold(g[to_fold])
+        kept = g[~to_fold].copy()
+        if len(kept):
+            first = kept.groupby("run", sort=False).agg(rank=("rank", "first"), pos=("pos", "min"))
+            first = first.sort_values(["rank", "pos"], kind="stable")
+            first["gid"] = first.groupby("rank").cumcount()
+            kept["group"] = kept["run"].map(first["gid"]).astype("int64")
+        g = kept
+    out = pd.concat([x for x in (plain, g, folded) if len(x)], ignore_index=True) if len(df) else df
+    out = out.sort_values(["rank", "pos"], kind="stable").reset_index(drop=True)
+    is_p2p = out["op"].isin(P2P_OPS)
+    out.loc[~out["op"].isin(ROOTED_OPS) & ~is_p2p, "root"] = -1
+    kind = np.where(out["op"] == "Send", "S", np.where(out["op"] == "Recv", "R", "C"))
+    peer = np.where(is_p2p, out["root"], -1)
+    keys = pd.DataFrame({"rank": out["rank"], "comm": out["comm"], "kind": kind, "peer": peer})
+    out["seq"] = keys.groupby(["rank", "comm", "kind", "peer"], sort=False).cumcount().astype("int64")
+    return out.drop(columns=["run"])
+
+
+def _fold(g: pd.DataFrame) -> pd.DataFrame:
+    """One AllToAll row per folded Send/Recv group, ``split_bytes`` from its Sends in peer order."""
+    if not len(g):
+        return pd.DataFrame(columns=g.columns)
+    sends = g[g["op"] == "Send"].sort_values(["run", "root"], kind="stable")
+    run = sends["run"].to_numpy()
+    cuts = np.flatnonzero(run[1:] != run[:-1]) + 1
+    splits = [tuple(int(x) for x in part) for part in np.split(sends["bytes"].to_numpy(), cuts)]
+    total = sends.groupby("run", sort=False)["count"].sum()
+    head = g.sort_values("pos", kind="stable").groupby("run", sort=False).head(1).set_index("run")
+    head = head.loc[total.index].copy()
+    head["op"] = "AllToAll"
+    head["count"] = (total // head["nranks"]).to_numpy()
+    head["bytes"] = head["count"] * head["size"]
+    head["root"] = -1
+    head["group"] = -1
+    head["split_bytes"] = splits
+    return head.reset_index()
+
+
+def apply_tuning(rows: pd.DataFrame, process: np.ndarray, tunings: list[dict[str, Any]]) -> int:
+    """Set ``algo``/``proto`` from TUNING lines; return how many TUNING lines matched no COLL line.
+
+    A TUNING line is printed when the op is launched, after its COLL line, by the same process: it goes to
+    the earliest collective of that process not yet matched whose op (when printed) and size agree
+    (``nBytes`` is count x size, times nranks for AllGather/ReduceScatter). The choice is then copied to the
+    other ranks of the same (comm, seq) collective, since every rank runs the same algorithm.
+    """
+    rows["algo"] = ""
+    rows["proto"] = ""
+    if not tunings or not len(rows):
+        return len(tunings)
+    cand = ~rows["op"].isin(P2P_OPS).to_numpy() & (rows["split_bytes"].map(len).to_numpy() == 0)
+    by_proc: dict[Any, list[int]] = {}
+    for i in np.flatnonzero(cand):
+        by_proc.setdefault(process[i], []).append(int(i))
+    pos = rows["pos"].to_numpy()
+    ops, nbytes = rows["op"].to_numpy(), rows["bytes"].to_numpy()
+    scaled = nbytes * np.where(rows["op"].isin(["AllGather", "ReduceScatter"]), rows["nranks"], 1)
+    algo = np.array(rows["algo"], dtype=object)
+    proto = np.array(rows["proto"], dtype=object)
+    unmatched = 0
+    tun_by_proc: dict[Any, list[dict[str, Any]]] = {}
+    for t in tunings:
+        tun_by_proc.setdefault((t["host"], t["pid"]), []).append(t)
+    for proc, tlist in tun_by_proc.items():
+        idx = sorted(by_proc.get(proc, []), key=lambda i: pos[i])
+        pending: deque[int] = deque()
+        k = 0
+        for t in sorted(tlist, key=lambda t: t["pos"]):
+            while k < len(idx) and pos[idx[k]] < t["pos"]:
+                pending.append(idx[k])
+                k += 1
+            hit = None
+            for j, i in enumerate(pending):
+                if (t["op"] is None or t["op"] == ops[i]) and t["nbytes"] in (nbytes[i], scaled[i]):
+                    hit = j
+                    break
+            if hit is None:
+                unmatched += 1
+                continue
+            for _ in range(hit):
+                pending.popleft()
+            i = pending.popleft()
+            algo[i], proto[i] = t["algo"], t["proto"]
+    rows["algo"], rows["proto"] = algo, proto
+    coll = ~rows["op"].isin(P2P_OPS)
+    known = rows[coll & (rows["algo"] != "")].drop_duplicates(["comm", "seq"]).set_index(["comm", "seq"])
+    if len(known):
+        fill = coll & (rows["algo"] == "")
+        keys = pd.MultiIndex.from_arrays([rows.loc[fill, "comm"], rows.loc[fill, "seq"]])
+        found = keys.isin(known.index)
+        where = rows.index[fill][found]
+        rows.loc[where, "algo"] = known["algo"].reindex(keys[found]).to_numpy()
+        rows.loc[where, "proto"] = known["proto"].reindex(keys[found]).to_numpy()
+    return unmatched

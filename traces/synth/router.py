@@ -1,0 +1,93 @@
+"""A seeded MoE router: which experts each token picks, hence how uneven the all-to-all is.
+
+DeepSeek-V3's gate (inference/model.py ``Gate``) scores experts with a sigmoid, keeps the best
+``topk_groups`` of ``expert_groups`` groups (a group's score is the sum of its two best experts), and takes
+the ``top_k`` best experts inside those groups. Groups of consecutive experts live on consecutive ranks, so
+this limits how many servers a token reaches (node-limited routing, arXiv 2412.19437 §2.1.2).
+
+The model here draws the affinities as ``bias[layer, expert] + noise``: the per-layer bias (normal, scale
+``skew``) makes some experts hot, as trained routers are, and the noise spreads tokens. It is a stand-in for
+a real router with the same shape constraints, seeded so a trace is reproducible.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from traces.synth.models import ModelSpec
+
+
+class Router:
+    """Expert choice per token for each MoE layer of one model.
+
+    Parameters
+    ----------
+    spec : ModelSpec
+        An MoE model.
+    seed : int
+        Seed of the per-layer expert popularity and of the per-token noise.
+    skew : float
+        Spread of expert popularity (standard deviation of the per-layer bias, in logit units).
+    """
+
+    def __init__(self, spec: ModelSpec, seed: int, skew: float = 0.5) -> None:
+        self.spec = spec
+        self.rng = np.random.default_rng([seed, 0x5EED])
+        bias_rng = np.random.default_rng([seed, 0xB1A5])
+        self.bias = bias_rng.normal(0.0, skew, size=(spec.layers, spec.experts))
+
+    def route(self, layer: int, tokens: int) -> np.ndarray:
+        """Experts chosen by ``tokens`` tokens at ``layer``: an int array of shape ``(tokens, top_k)``.
+
+        Examples
+        --------
+        >>> from traces.synth.models import MODELS
+        >>> Router(MODELS["deepseek-v3"], seed=0).route(3, 5).shape
+        (5, 8)
+        """
+        spec = self.spec
+        e, k = spec.experts, spec.top_k
+        if tokens == 0:
+            return np.zeros((0, k), dtype=np.int64)
+        logits = self.bias[layer] + self.rng.standard_normal((tokens, e))
+        scores = 1.0 / (1.0 + np.exp(-logits))
+        groups = spec.expert_groups
+        if groups > 1 and spec.topk_groups < groups:
+            per_group = scores.reshape(tokens, groups, e // groups)
+            best_two = np.partition(per_group, -2, axis=2)[:, :, -2:].sum(axis=2)
+            keep = np.argpartition(-best_two, spec.topk_groups - 1, axis=1)[:, : spec.topk_groups]
+            mask = np.zeros((tokens, groups), dtype=bool)
+            np.put_along_axis(mask, keep, True, axis=1)
+            scores = np.where(np.repeat(mask, e // groups, axis=1), scores, -np.inf)
+        # only the set of chosen experts matters for traffic: partial selection is enough
+        return np.argpartition(-scores, k - 1, axis=1)[:, :k]
+
+
+def copies_matrix(choice_per_source: list[np.ndarray], experts: int, ep: int,
+                  dedup: str = "expert") -> np.ndarray:
+    """Token copies from each EP rank to each EP rank (``(ep, ep)`` int matrix).
+
+    Expert ``x`` lives on EP rank ``x // (experts // ep)``.
+
+    Parameters
+    ----------
+    choice_per_source : list of numpy.ndarray
+        For EP rank i, its tokens' chosen experts ``(tokens_i, top_k)``.
+    dedup : str
+        ``"expert"``: one copy per (token, expert) pair, so a rank's row sums to ``tokens × top_k``;
+        ``"rank"``: one copy per (token, destination rank), as DeepEP's dispatch sends a token once to each
+        rank that hosts any of its experts.
+    """
+    per_rank = experts // ep
+    out = np.zeros((ep, ep), dtype=np.int64)
+    for i, chosen in enumerate(choice_per_source):
+        if chosen.size == 0:
+            continue
+        dest = chosen // per_rank
+        if dedup == "rank":
+            hit = np.zeros((chosen.shape[0], ep), dtype=bool)
+            np.put_along_axis(hit, dest, True, axis=1)
+            out[i] = hit.sum(axis=0)
+        else:
+            out[i] = np.bincount(dest.ravel(), minlength=ep)
+    return out
