@@ -31,6 +31,7 @@ engine should complete an empty plan when it starts.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -127,13 +128,13 @@ def _excl_cumsum(counts: np.ndarray) -> np.ndarray:
     return out
 
 
-def _segments(starts: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Row of every element and its source position when row r copies ``counts[r]`` items from
-    ``starts[r]``."""
+def _segments(starts: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Row r copies ``counts[r]`` items from ``starts[r]``: the row, source position and offset within
+    the row of every copied item."""
     total = int(counts.sum())
     row = np.repeat(np.arange(len(counts), dtype=_I64), counts)
     k = np.arange(total, dtype=_I64) - np.repeat(_excl_cumsum(counts)[:-1], counts)
-    return row, starts[row] + k
+    return row, starts[row] + k, k
 
 
 def _assemble(e: _Edges, nchunks: int, step_major: bool, base_delay_s: float, algo: str,
@@ -147,8 +148,9 @@ def _assemble(e: _Edges, nchunks: int, step_major: bool, base_delay_s: float, al
     cnt = npred + chain
     ptr = _excl_cumsum(cnt)
     dep = np.empty(int(ptr[-1]), dtype=_I64)
-    row, src_pos = _segments(e.pred_ptr[t_e], npred)
-    dep[ptr[row] + (src_pos - e.pred_ptr[t_e][row])] = e.pred_idx[src_pos] * c_n + t_c[row]
+    # transfer (edge, chunk) = edge * C + chunk: first its predecessors' same chunk, then its own chain
+    row, src_pos, k = _segments(e.pred_ptr[t_e], npred)
+    dep[ptr[row] + k] = e.pred_idx[src_pos] * c_n + t_c[row]
     rows = np.flatnonzero(chain)
     own_prev = np.where(t_c[rows] > 0, rows - 1, e.prev[t_e[rows]] * c_n + (c_n - 1))
     dep[ptr[rows] + npred[rows]] = own_prev
@@ -162,7 +164,7 @@ def _assemble(e: _Edges, nchunks: int, step_major: bool, base_delay_s: float, al
     new_id[order] = np.arange(n_t, dtype=_I64)
     cnt_new = cnt[order]
     ptr_new = _excl_cumsum(cnt_new)
-    row_new, old_pos = _segments(ptr[order], cnt_new)
+    row_new, old_pos, _ = _segments(ptr[order], cnt_new)
     dep_new = new_id[dep[old_pos]]
     if np.any(dep_new >= row_new):  # a construction bug, never bad input
         raise RuntimeError("collective plan is not in topological order")
@@ -182,11 +184,9 @@ def _ring_edges(rings: np.ndarray, nsteps: int, step_bytes: float, step_delay_s:
     k, n = rings.shape
     s, ch, p = (a.reshape(-1) for a in np.meshgrid(np.arange(nsteps), np.arange(k), np.arange(n),
                                                    indexing="ij"))
-    eid = (s * k + ch) * n + p
-    has_pred = s >= 1
+    has_pred = s >= 1  # edge id is (s * k + ch) * n + p, the meshgrid order
     pred_idx = (((s - 1) * k + ch) * n + (p - 1) % n)[has_pred]
     prev = np.where(has_pred, ((s - 1) * k + ch) * n + p, -1)
-    assert np.array_equal(eid, np.arange(len(eid)))
     return _Edges(src=rings[ch, p], dst=rings[ch, (p + 1) % n], channel=ch, step=s,
                   bytes=np.full(len(s), float(step_bytes)), delay_s=np.full(len(s), step_delay_s),
                   pred_ptr=_excl_cumsum(has_pred.astype(_I64)), pred_idx=pred_idx.astype(_I64),
@@ -221,9 +221,9 @@ def _tree_edges(ranks: np.ndarray, parents: list[np.ndarray], server: np.ndarray
         depth = np.zeros(n, dtype=_I64)
         order = []  # BFS from the root: parents before children
         root = int(np.flatnonzero(parent < 0)[0])
-        queue = [root]
+        queue = deque([root])
         while queue:
-            v = queue.pop(0)
+            v = queue.popleft()
             order.append(v)
             for w in children[v]:
                 depth[w] = depth[v] + 1
@@ -323,7 +323,8 @@ def plan_collective(op: str, nbytes: float, ranks: Sequence[int] | np.ndarray, *
                     root: int = -1, split_bytes=None, server_of: Sequence[int] | np.ndarray | None = None,
                     rings: Sequence[Sequence[int]] | None = None, nchannels: int | None = None,
                     chunk_bytes: float | None = None, max_chunks: int = tuning.DEFAULT_MAX_CHUNKS,
-                    max_channels: int = tuning.DEFAULT_MAX_CHANNELS, proto: str | None = None,
+                    max_channels: int = tuning.DEFAULT_MAX_CHANNELS,
+                    max_transfers: int = tuning.DEFAULT_MAX_TRANSFERS, proto: str | None = None,
                     model: tuning.CostModel | None = None, graph=None,
                     channels: int | None = None) -> TransferPlan:
     """Decompose one collective into transfers, as NCCL runs it.
@@ -359,6 +360,11 @@ def plan_collective(op: str, nbytes: float, ranks: Sequence[int] | np.ndarray, *
         Most chunks per channel and step (plan size knob).
     max_channels : int
         Most channels NCCL's size rule may pick.
+    max_transfers : int
+        Plan size budget for ring, chain and tree plans: chunks, then (unless ``nchannels`` is given)
+        channels are reduced until ``channels × edges × chunks`` fits. One chunk is always allowed, and on
+        several servers as many channels as the largest server has GPUs (so every NIC stays in use): a
+        ring over n ranks keeps at least ``steps × n`` transfers per channel.
     proto : str, optional
         Force a protocol (default: the tuner's choice).
     model : sim.tuning.CostModel, optional
@@ -428,11 +434,25 @@ def plan_collective(op: str, nbytes: float, ranks: Sequence[int] | np.ndarray, *
         s, d = (others, rootv) if op == "Gather" else (rootv, others)
         return _direct(s, d, np.full(n - 1, nbytes), parts, srv, proto, algo)
 
+    # edges per channel; a transfer is an edge x chunk
+    if algo == "tree":
+        per_channel = 2 * (n - 1)
+    elif op in ("Broadcast", "Reduce"):
+        per_channel = n - 1
+    else:
+        per_channel = (2 * (n - 1) if op == "AllReduce" else n - 1) * n
     nch = int(nchannels or tuning.channels_for(op, algo, proto, nbytes, n, max_channels))
+    if nchannels is None:  # keep the plan under the transfer budget: fewer channels only if 1 chunk is too many
+        # ... but keep one channel per GPU of the largest server on multi-server rings and trees: each
+        # channel crosses the network from a different GPU, so fewer channels would idle NICs
+        floor = min(nch, max(len(g) for g in groups)) if nnodes > 1 else 1
+        nch = max(floor, min(nch, max_transfers // per_channel))
     ch_bytes = nbytes / nch
+    grain = ch_bytes / n if (algo == "ring" and op == "AllReduce") else ch_bytes
+    nchunks = tuning.chunks_for(grain, proto, max_chunks, chunk_bytes)
+    nchunks = max(1, min(nchunks, max_transfers // (nch * per_channel)))
     if algo == "tree":
         parents = [logical.rank_tree(arr, server, c, nch) for c in range(nch)]
-        nchunks = tuning.chunks_for(ch_bytes, proto, max_chunks, chunk_bytes)
         edges = _tree_edges(arr, parents, server, ch_bytes, proto)
         return _assemble(edges, nchunks, False, tuning.tree_base_latency_s(proto), algo, proto)
 
@@ -442,12 +462,8 @@ def plan_collective(op: str, nbytes: float, ranks: Sequence[int] | np.ndarray, *
         pos = np.argmax(ring_orders == arr[root], axis=1)
         shift = pos if op == "Broadcast" else pos + 1  # root first (Broadcast) or last (Reduce)
         orders = np.stack([np.roll(r, -int(s)) for r, s in zip(ring_orders, shift, strict=True)])
-        nchunks = tuning.chunks_for(ch_bytes, proto, max_chunks, chunk_bytes)
         return _assemble(_chain_edges(orders, ch_bytes, per_step), nchunks, False, base, algo, proto)
-    if op == "AllReduce":
-        nsteps, step_bytes = 2 * (n - 1), ch_bytes / n
-    else:  # AllGather / ReduceScatter: every step moves one rank's share
-        nsteps, step_bytes = n - 1, ch_bytes
-    nchunks = tuning.chunks_for(step_bytes, proto, max_chunks, chunk_bytes)
-    return _assemble(_ring_edges(ring_orders, nsteps, step_bytes, per_step), nchunks, True, base, algo,
-                     proto)
+    # AllReduce: 2(n-1) steps of one n-th of the channel's data; AllGather / ReduceScatter: n-1 steps of
+    # one rank's share
+    nsteps = per_channel // n
+    return _assemble(_ring_edges(ring_orders, nsteps, grain, per_step), nchunks, True, base, algo, proto)

@@ -22,14 +22,18 @@ Semantics
   ``delay_s``; each becomes one network flow per route sub-flow; a transfer is done when every sub-flow's
   bytes are sent plus its path latency. The op ends when its last transfer is done.
 
-Exact memoisation of idle phases
---------------------------------
-When ops start on an idle network (no flow active, no other op running) they form a *phase*. A phase that
-ran alone to its end is recorded (per-op durations, the bytes every link moved in every interval, the flow
-log), keyed by the ops' identities (``Workload.op_key``: communicator, op, sizes, algorithm). A later phase
-with the same key that would again run alone (the next pending event comes after the phase's end, and no
-early-finishing op lets a rank issue before then) is replayed from the record, shifted in time: the same
-arithmetic on the same inputs, so the figures are those an explicit run gives (to float rounding).
+Exact memoisation of isolated ops
+---------------------------------
+Max-min fair rates split over groups of flows that share no link, so an op whose flows never share a link
+with another op's flows runs exactly as it would alone. An op's *footprint* is the set of links its routes
+use. An op that ran start to end with no other op in flight on its footprint is recorded (duration, the
+bytes every link of its footprint moved in every interval, its flow log) under its identity
+(``Workload.op_key``: communicator, op, sizes, algorithm). A later op with the same key that starts with
+its footprint free is replayed from the record, shifted in time. If another op later starts on the
+footprint of a replayed op before it ends, the replay was not valid: the engine raises
+:class:`MemoConflict`, and the caller reruns with that key excluded (:func:`run_with_memo`). The figures
+are therefore those of an explicit run (to float rounding; with ``completion_quantile > 0`` the network's
+batching, which looks at every flow in flight, is the one coupling the record does not reproduce).
 """
 
 from __future__ import annotations
@@ -289,7 +293,7 @@ class EngineLog:
     link_stats: LinkStats
     makespan_s: float
     memo_hits: int = 0
-    memo_phases: int = 0
+    memo_records: int = 0
     network_events: int = 0
 
 
@@ -304,12 +308,34 @@ class _OpRun:
 
 @dataclass
 class _Recording:
-    key: tuple
     t0: float
-    ops: list[int]
-    flow_from: int
     segments: list = field(default_factory=list)
+    flow_ids: list = field(default_factory=list)
     alive: bool = True
+
+
+@dataclass
+class _InFlight:
+    footprint: np.ndarray
+    virtual: bool
+    rec: _Recording | None
+
+
+def _overlap(a: np.ndarray, b: np.ndarray) -> bool:
+    """True when two sorted link-id arrays share an element."""
+    if len(a) == 0 or len(b) == 0:
+        return False
+    pos = np.searchsorted(a, b)
+    pos[pos == len(a)] = len(a) - 1
+    return bool((a[pos] == b).any())
+
+
+class MemoConflict(Exception):
+    """An op started on the footprint of an op replayed from a record (internal; see the module doc)."""
+
+    def __init__(self, key) -> None:
+        super().__init__(repr(key))
+        self.key = key
 
 
 class Engine:
@@ -331,14 +357,17 @@ class Engine:
     bin_s : float, optional
         Fixed width of the utilisation time bins; adaptive (~128-256 bins over the run) when omitted.
     memoize : bool
-        Replay idle phases from records (exact; see the module docstring).
+        Replay isolated ops from records (exact; see the module docstring).
+    memo, blocked : dict and set, optional
+        Records shared between runs, and op keys never to replay (after a :class:`MemoConflict`).
     progress : callable, optional
         Called with the number of ops finished since the last call.
     """
 
     def __init__(self, workload: Workload, prepare: Callable[[int], PreparedOp], network, paths: PathTable,
                  capacity_bytes_per_s: np.ndarray, timing: str = "asap", bin_s: float | None = None,
-                 memoize: bool = True, progress: Callable[[int], None] | None = None) -> None:
+                 memoize: bool = True, progress: Callable[[int], None] | None = None,
+                 memo: dict | None = None, blocked: set | None = None) -> None:
         if timing not in ("trace", "asap"):
             raise SimError(f"timing {timing!r} is not one of: trace, asap")
         self.w = workload
@@ -380,10 +409,14 @@ class Engine:
         self.net_active = 0
         self.last_t = 0.0
         self.last_bytes = np.zeros(len(self.stats.cap))
-        self.memo: dict[tuple, tuple] = {}
-        self.rec: _Recording | None = None
+        self.memo: dict = {} if memo is None else memo
+        self.blocked: set = set() if blocked is None else blocked
+        self.inflight: dict[int, _InFlight] = {}
+        self.link_users = np.zeros(len(self.stats.cap), dtype=np.int64)
+        self.link_owner = np.full(len(self.stats.cap), -1, dtype=np.int64)  # a recording op's links
+        self._footprints: dict[int, np.ndarray] = {}
         self.memo_hits = 0
-        self.memo_phases = 0
+        self.memo_records = 0
         self.network_events = 0
         self.ops_done = 0
 
@@ -490,6 +523,10 @@ class Engine:
         self.n_flows = max(self.n_flows, top)
         self.net_active += len(ids)
         np.add.at(self.op_flows, op_arr, 1)
+        for op in np.unique(op_arr).tolist():
+            fl = self.inflight.get(op)
+            if fl is not None and fl.rec is not None and fl.rec.alive:
+                fl.rec.flow_ids.append(ids[op_arr == op])
 
     def _completions(self, ops: np.ndarray, subs: np.ndarray, t_done: np.ndarray, now: float) -> None:
         """Sub-flows of ``ops`` finish at ``t_done`` (bytes sent plus latency): queue them in order."""
@@ -524,9 +561,13 @@ class Engine:
         self.ops_done += 1
         if self.progress is not None:
             self.progress(1)
-        if self.rec is not None and op in self.rec.ops and all(
-                not math.isnan(self.op_end[o]) for o in self.rec.ops):
-            self._store_recording()
+        fl = self.inflight.pop(op, None)
+        if fl is not None:
+            self.link_users[fl.footprint] -= 1
+            if fl.rec is not None:
+                self.link_owner[fl.footprint] = -1
+                if fl.rec.alive:
+                    self._store(op, fl.rec, t)
         for step in self.op_step_idx[self.op_step_ptr[op]: self.op_step_ptr[op + 1]].tolist():
             self.step_left[step] -= 1
             if self.step_left[step] == 0:
@@ -548,8 +589,12 @@ class Engine:
         if len(idx):
             vals = delta[idx]
             self.stats.add(self.last_t, t, idx, vals)
-            if self.rec is not None:
-                self.rec.segments.append((self.last_t - self.rec.t0, t - self.rec.t0, idx, vals))
+            owners = self.link_owner[idx]
+            if (owners >= 0).any():
+                for op in np.unique(owners[owners >= 0]).tolist():
+                    rec = self.inflight[op].rec
+                    m = owners == op
+                    rec.segments.append((self.last_t - rec.t0, t - rec.t0, idx[m], vals[m]))
         self.last_bytes = cur.copy()
         self.last_t = t
         if len(done):
@@ -568,84 +613,73 @@ class Engine:
             self._completions(ops, subs, np.maximum(end, t), t)
 
     # -- memoisation --------------------------------------------------------------------------------
-    def _phase_key(self, ops: list[int]) -> tuple | None:
-        keys = [self.w.op_key[o] for o in ops]
-        if any(k is None for k in keys):
-            return None
-        order = sorted(range(len(ops)), key=lambda i: repr(keys[i]))
-        return tuple(keys[i] for i in order), [ops[i] for i in order]
+    def _footprint(self, prep: PreparedOp) -> np.ndarray:
+        fp = self._footprints.get(id(prep))
+        if fp is None:
+            _, links = csr_take(self.paths.ptr, self.paths.links, prep.sub_path)
+            fp = np.unique(links)
+            self._footprints[id(prep)] = fp
+        return fp
 
-    def _try_phase(self, t: float) -> bool:
-        """At a batch end: replay the just-started ops from a record, or start recording them."""
-        started = self.just_started
-        idle = not self._net_busy() and not self.runs and not self.pending
-        if self.rec is not None:
-            # ops starting while a phase is being recorded: the phase does not run alone
-            self.rec.alive = False
-            self.rec = None
-        if not (self.memoize and idle):
-            return False
-        found = self._phase_key(started)
-        if found is None:
-            return False
-        key, ops = found
-        rec = self.memo.get(key)
-        if rec is None:
-            self.rec = _Recording(key, t, ops, self.n_flows)
-            return False
-        durations, segments, flows = rec
-        end = t + max(durations)
-        if self.heap and self.heap[0][0] < end:
-            return False
-        for op, d in zip(ops, durations, strict=True):
-            if t + d < end and not self._quiet_until(op, t + d, end):
-                return False
-        # replay the record, shifted to t
+    def _start_batch(self, t: float) -> None:
+        """Start the ops whose members have all issued them: replay isolated ones from records."""
+        started, self.just_started = self.just_started, []
+        preps = [self.prepare(op) for op in started]
+        fps = [self._footprint(p) for p in preps]
+        batch = np.bincount(np.concatenate(fps), minlength=len(self.link_users)) if len(fps) > 1 else None
+        for op, prep, fp in zip(started, preps, fps, strict=True):
+            self.op_algo[op] = prep.algo
+            busy = bool(self.link_users[fp].any())
+            if busy:  # other ops in flight on this footprint: they are no longer alone
+                for other, fl in self.inflight.items():
+                    if _overlap(fl.footprint, fp):
+                        if fl.virtual:
+                            raise MemoConflict(self.w.op_key[other])
+                        if fl.rec is not None:
+                            fl.rec.alive = False
+            alone = not busy and (batch is None or not (batch[fp] > 1).any())
+            key = self.w.op_key[op]
+            memo_ok = self.memoize and key is not None and alone
+            if memo_ok and key in self.memo and key not in self.blocked:
+                self._replay(op, key, fp, t)
+                continue
+            rec = _Recording(t) if memo_ok and key not in self.memo else None
+            self.inflight[op] = _InFlight(fp, False, rec)
+            self.link_users[fp] += 1
+            if rec is not None:
+                self.link_owner[fp] = op
+            self._launch(op, t)
+
+    def _replay(self, op: int, key, fp: np.ndarray, t: float) -> None:
+        duration, segments, flows = self.memo[key]
         self.memo_hits += 1
+        self.inflight[op] = _InFlight(fp, True, None)
+        self.link_users[fp] += 1
         for a, b, idx, vals in segments:
             self.stats.add(t + a, t + b, idx, vals)
-        f_op, f_path, f_bytes, f_start, f_sent, f_end = flows
-        if len(f_op):
+        f_path, f_bytes, f_start, f_sent, f_end = flows
+        if len(f_path):
             n0 = self.n_flows
-            n1 = n0 + len(f_op)
+            n1 = n0 + len(f_path)
             for g in (self.f_op, self.f_sub, self.f_path, self.f_bytes, self.f_start, self.f_sent, self.f_end):
                 g.ensure(n1)
-            self.f_op.a[n0:n1] = np.asarray(ops)[f_op]
+            self.f_op.a[n0:n1] = op
             self.f_path.a[n0:n1] = f_path
             self.f_bytes.a[n0:n1] = f_bytes
             self.f_start.a[n0:n1] = t + f_start
             self.f_sent.a[n0:n1] = t + f_sent
             self.f_end.a[n0:n1] = t + f_end
             self.n_flows = n1
-            np.add.at(self.op_flows, np.asarray(ops)[f_op], 1)
-        for op, d in zip(ops, durations, strict=True):
-            self.op_algo[op] = self.prepare(op).algo
-            self._push(t + d, _FINISH, op)
-        self.just_started = []
-        return True
+            self.op_flows[op] += len(f_path)
+        self._push(t + duration, _FINISH, op)
 
-    def _quiet_until(self, op: int, t_end: float, phase_end: float) -> bool:
-        """True when no rank of ``op`` can issue its next step before ``phase_end``."""
-        for step in self.op_step_idx[self.op_step_ptr[op]: self.op_step_ptr[op + 1]].tolist():
-            prog = self.step_prog[step]
-            if step + 1 < self.w.prog_ptr[prog + 1] and self._issue_time(step + 1, t_end) < phase_end:
-                return False
-        return True
-
-    def _store_recording(self) -> None:
-        rec = self.rec
-        self.rec = None
-        if rec is None or not rec.alive:
-            return
+    def _store(self, op: int, rec: _Recording, t: float) -> None:
+        ids = np.concatenate(rec.flow_ids) if rec.flow_ids else np.zeros(0, dtype=np.int64)
         t0 = rec.t0
-        durations = [float(self.op_end[o] - t0) for o in rec.ops]
-        lo, hi = rec.flow_from, self.n_flows
-        pos = {o: i for i, o in enumerate(rec.ops)}
-        f_op = np.array([pos[o] for o in self.f_op.a[lo:hi].tolist()], dtype=np.int64)
-        flows = (f_op, self.f_path.a[lo:hi].copy(), self.f_bytes.a[lo:hi].copy(),
-                 self.f_start.a[lo:hi] - t0, self.f_sent.a[lo:hi] - t0, self.f_end.a[lo:hi] - t0)
-        self.memo[rec.key] = (durations, rec.segments, flows)
-        self.memo_phases += 1
+        flows = (self.f_path.a[ids], self.f_bytes.a[ids], self.f_start.a[ids] - t0, self.f_sent.a[ids] - t0,
+                 self.f_end.a[ids] - t0)
+        self.memo[self.w.op_key[op]] = (t - t0, rec.segments, flows)
+        self.memo_records += 1
 
     # -- main loop ----------------------------------------------------------------------------------
     def run(self) -> EngineLog:
@@ -692,14 +726,7 @@ class Engine:
             flow_bytes=self.f_bytes.a[:n].copy(), flow_start_s=self.f_start.a[:n].copy(),
             flow_sent_s=self.f_sent.a[:n].copy(), flow_end_s=self.f_end.a[:n].copy(), paths=self.paths,
             link_stats=self.stats, makespan_s=makespan, memo_hits=self.memo_hits,
-            memo_phases=self.memo_phases, network_events=self.network_events)
-
-    def _start_batch(self, t: float) -> None:
-        if self._try_phase(t):
-            return
-        started, self.just_started = self.just_started, []
-        for op in started:
-            self._launch(op, t)
+            memo_records=self.memo_records, network_events=self.network_events)
 
     def _check_complete(self) -> None:
         missing = np.flatnonzero(np.isnan(self.op_end))

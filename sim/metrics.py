@@ -43,7 +43,8 @@ def collectives_table(ops, log, ideal_log) -> pd.DataFrame:
     ideal = (ideal_log.op_end_s - ideal_log.op_start_s) if ideal_log is not None else np.full(len(f), np.nan)
     nbytes = size_bytes(f["op"].to_numpy(), f["rank_bytes"].to_numpy(), f["nranks"].to_numpy(), ops.splits)
     with np.errstate(divide="ignore", invalid="ignore"):
-        slowdown = np.where(ideal > 0, duration / ideal, np.where(duration > 0, np.inf, 1.0))
+        slowdown = np.where(ideal > 0, duration / ideal, np.where(np.isnan(ideal), np.nan,
+                                                                  np.where(duration > 0, np.inf, 1.0)))
         algbw = np.where(duration > 0, nbytes * 8 / duration / 1e9, np.nan)
     factor = np.array([tuning.busbw_factor(o if o != "SendRecv" else "Send", int(n))
                        for o, n in zip(f["op"], f["nranks"], strict=True)], dtype=np.float64)

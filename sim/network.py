@@ -106,44 +106,45 @@ def max_min_rates(flow_ptr: np.ndarray, link_idx: np.ndarray, capacity: np.ndarr
     [0.5, 1.5, 0.5]
     """
     flow_ptr = np.asarray(flow_ptr, dtype=np.int64)
-    link_idx = np.asarray(link_idx, dtype=np.int64)
-    num_links = capacity.size
+    # Work on the links in use only (numbered 0..m-1): every per-link array below is then small.
+    used, link_idx = np.unique(np.asarray(link_idx, dtype=np.int64), return_inverse=True)
+    num_links = used.size
+    residual = np.array(capacity, dtype=np.float64)[used]
     deg = np.diff(flow_ptr)
     rates = np.empty(deg.size)
-    residual = np.array(capacity, dtype=np.float64)
     flows = np.arange(deg.size)          # original index of each flow still rising
     starts = flow_ptr[:-1] - flow_ptr[0]
     inc_flow = np.repeat(np.arange(deg.size), deg)
     iterations = 0
-    while flows.size:
-        iterations += 1
-        count = np.bincount(link_idx, minlength=num_links)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            share = residual / count
-        inc_share = share[link_idx]
-        flow_min = np.minimum.reduceat(inc_share, starts)     # each flow's tightest link
-        inc_min = flow_min[inc_flow]
-        # A link is a local bottleneck when its share is the smallest on every flow crossing it; then all
-        # those flows saturate it together and get that share (the global minimum always qualifies).
-        blocked = np.zeros(num_links, dtype=bool)
-        blocked[link_idx[inc_min < inc_share * (1.0 - _SHARE_RTOL)]] = True
-        frozen = np.zeros(flows.size, dtype=bool)
-        frozen[inc_flow[~blocked[link_idx]]] = True
-        # A frozen flow gets its own minimum (<= every share on its path), so no link overflows even when
-        # several near-equal bottlenecks freeze in the same pass.
-        rates[flows[frozen]] = flow_min[frozen]
-        inc_frozen = frozen[inc_flow]
-        residual -= np.bincount(link_idx[inc_frozen], weights=inc_min[inc_frozen], minlength=num_links)
-        np.maximum(residual, 0.0, out=residual)
-        keep = ~frozen
-        flows = flows[keep]
-        if not flows.size:
-            break
-        link_idx = link_idx[~inc_frozen]
-        deg = deg[keep]
-        ends = np.cumsum(deg)
-        starts = ends - deg
-        inc_flow = np.repeat(np.arange(deg.size), deg)
+    keep_factor = 1.0 - _SHARE_RTOL
+    with np.errstate(divide="ignore", invalid="ignore"):
+        while flows.size:
+            iterations += 1
+            share = residual / np.bincount(link_idx, minlength=num_links)
+            inc_share = share[link_idx]
+            flow_min = np.minimum.reduceat(inc_share, starts)     # each flow's tightest link
+            inc_min = flow_min[inc_flow]
+            # A link is a local bottleneck when its share is the smallest on every flow crossing it; then
+            # all those flows saturate it together at that share (the global minimum always qualifies).
+            blocked = np.zeros(num_links, dtype=bool)
+            blocked[link_idx[inc_min < inc_share * keep_factor]] = True
+            frozen = np.zeros(flows.size, dtype=bool)
+            frozen[inc_flow[~blocked[link_idx]]] = True
+            # A frozen flow gets its own minimum (<= every share on its path), so no link overflows even
+            # when several near-equal bottlenecks freeze in the same pass.
+            rates[flows[frozen]] = flow_min[frozen]
+            inc_frozen = frozen[inc_flow]
+            residual -= np.bincount(link_idx[inc_frozen], weights=inc_min[inc_frozen], minlength=num_links)
+            np.maximum(residual, 0.0, out=residual)
+            keep = ~frozen
+            flows = flows[keep]
+            if not flows.size:
+                break
+            link_idx = link_idx[~inc_frozen]
+            deg = deg[keep]
+            ends = np.cumsum(deg)
+            starts = ends - deg
+            inc_flow = np.repeat(np.arange(deg.size), deg)
     return rates, iterations
 
 
@@ -529,7 +530,7 @@ class FlowNetwork:
             inc_end = np.repeat(end, deg)
             if self.bin_s is not None:
                 self._bin_amounts(target_s, links, inc_end, inc_left)
-            self._busy(now, target_s, links, inc_end, np.repeat(fin_rate, deg))
+            self._busy(now, target_s, links, inc_end, np.repeat(fin_rate, deg), slack)
             self._finish.data[fin] = end
             self._count -= np.bincount(links, minlength=self.num_links)
             self._load -= np.bincount(links, weights=np.repeat(fin_rate, deg), minlength=self.num_links)
@@ -540,18 +541,19 @@ class FlowNetwork:
             order = np.argsort(end, kind="stable")
             fin = fin[order]
         else:
-            self._busy(now, target_s, np.zeros(0, np.int64), np.zeros(0), np.zeros(0))
+            self._busy(now, target_s, np.zeros(0, np.int64), np.zeros(0), np.zeros(0), slack)
         self.now_s = float(target_s)
         return fin
 
-    def _busy(self, t0: float, t1: float, links, end_s, rate) -> None:
-        """Add the time each link stayed above 90 % within [t0, t1]; loads drop at ``end_s`` by ``rate``."""
+    def _busy(self, t0: float, t1: float, links, end_s, rate, slack: float) -> None:
+        """Add the time each link stayed above 90 % within [t0, t1]; loads drop at ``end_s`` by ``rate``
+        (drops within ``slack`` of t1 are completions at t1)."""
         threshold = _BUSY_FRACTION * self.capacity
         hot = self._load > threshold
         if not hot.any() or t1 <= t0:
             return
         until = np.full(self.num_links, t1)
-        sel = hot[links] & (end_s < t1)
+        sel = hot[links] & (end_s < t1 - slack)
         if sel.any():
             lk, te, dr = links[sel], end_s[sel], rate[sel]
             order = np.lexsort((te, lk))

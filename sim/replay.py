@@ -337,17 +337,29 @@ def op_keys(ops: OpTable, algo: str) -> list:
 def run_engine(workload: Workload, preparer: Preparer, router, paths: PathTable, *, timing: str,
                completion_quantile: float, bin_s: float | None, memoize: bool,
                progress: Callable[[int], None] | None, describe: Callable[[int], str]) -> EngineLog:
-    """One replay of ``workload`` over the routes of ``router``."""
+    """One replay of ``workload`` over the routes of ``router``.
+
+    When a memoised op turns out not to have been alone (:class:`sim.engine.MemoConflict`), the replay
+    starts again with that op's key never replayed; records stay valid and are kept. After a few
+    conflicts memoisation is switched off.
+    """
+    from sim.engine import MemoConflict
     from sim.network import FlowNetwork
 
     cap = router.links["capacity_gbps"].to_numpy(np.float64) * 1e9 / 8
-    net = FlowNetwork(cap, completion_quantile=completion_quantile)
-    engine = Engine(workload, preparer, net, paths, cap, timing=timing, bin_s=bin_s, memoize=memoize,
-                    progress=progress)
-    engine.describe = describe
-    return engine.run()
-
-
+    memo: dict = {}
+    blocked: set = set()
+    for attempt in range(4):
+        net = FlowNetwork(cap, completion_quantile=completion_quantile)
+        engine = Engine(workload, preparer, net, paths, cap, timing=timing, bin_s=bin_s,
+                        memoize=memoize and attempt < 3, progress=progress if attempt == 0 else None,
+                        memo=memo, blocked=blocked)
+        engine.describe = describe
+        try:
+            return engine.run()
+        except MemoConflict as conflict:
+            blocked.add(conflict.key)
+    raise AssertionError("unreachable: the last attempt runs without memoisation")
 def _load_topology(topology, world_size: int, gpus_per_node: int, params: Mapping[str, Any]) -> nx.Graph:
     import topologies
 

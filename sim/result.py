@@ -59,7 +59,7 @@ class Result:
         extra = {
             "timing": timing, "algo": algo, "routing": routing, "seed": int(seed),
             "skipped": dict(ops.skipped),
-            "memo_phases": int(log.memo_phases), "memo_hits": int(log.memo_hits),
+            "memo_records": int(log.memo_records), "memo_hits": int(log.memo_hits),
             "network_events": int(log.network_events),
             "bin_s": float(log.link_stats.binned(log.makespan_s)[0]),
             **damage.describe(),

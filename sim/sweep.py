@@ -34,7 +34,7 @@ ROUTINGS = ("ecmp", "spray", "single")
 POINT_COLUMNS = ("point", "topo", "algo", "routing", "seed")
 #: Summary figures of the comparison plots, with their axis labels.
 PLOTTED = (("makespan_s", "makespan (s)"),
-           ("makespan_slowdown", "makespan / ideal makespan"),
+           ("makespan_vs_ideal", "makespan / ideal makespan"),
            ("slowdown_p99", "collective slowdown p99"))
 
 
@@ -171,18 +171,18 @@ def build_topology(topo: str, trace_meta: Mapping[str, Any], params: Mapping[str
 
 
 def scalar_summary(summary: Mapping[str, Any]) -> dict[str, Any]:
-    """The scalar figures of a §6 summary (lists such as ``hot_links`` are left out), plus
-    ``makespan_slowdown`` = ``makespan_s / ideal_makespan_s``.
+    """The scalar figures of a §6 summary (lists and dicts such as ``hot_links`` are left out), with
+    ``makespan_vs_ideal`` = ``makespan_s / ideal_makespan_s`` when the summary lacks it.
 
     Examples
     --------
     >>> scalar_summary({"makespan_s": 3.0, "ideal_makespan_s": 2.0, "hot_links": [1]})
-    {'makespan_s': 3.0, 'ideal_makespan_s': 2.0, 'makespan_slowdown': 1.5}
+    {'makespan_s': 3.0, 'ideal_makespan_s': 2.0, 'makespan_vs_ideal': 1.5}
     """
     out = {k: v for k, v in summary.items() if v is None or isinstance(v, bool | int | float | str)}
     span, ideal = out.get("makespan_s"), out.get("ideal_makespan_s")
-    if isinstance(span, int | float) and isinstance(ideal, int | float):
-        out["makespan_slowdown"] = span / ideal if ideal > 0 else math.nan
+    if "makespan_vs_ideal" not in out and isinstance(span, int | float) and isinstance(ideal, int | float):
+        out["makespan_vs_ideal"] = span / ideal if ideal > 0 else math.nan
     return out
 
 
@@ -231,7 +231,7 @@ def _local_client(workers: int):
 
 
 def run_sweep(trace_df: pd.DataFrame, points: Sequence[Point], *, scheduler: str | None = None,
-              workers: int = 2, serial: bool = False, trace_name: str = "",
+              workers: int = 2, serial: bool = False, client=None, trace_name: str = "",
               on_done: Callable[[int], None] | None = None) -> pd.DataFrame:
     """Run every point and return the sweep table (one row per point, in grid order).
 
@@ -249,6 +249,8 @@ def run_sweep(trace_df: pd.DataFrame, points: Sequence[Point], *, scheduler: str
         Worker processes of the local cluster used when no scheduler is given.
     serial : bool
         Run in this process, no Dask (the reference a distributed sweep must equal).
+    client : distributed.Client, optional
+        Use this Dask client (left open) instead of a new cluster or ``scheduler``.
     trace_name : str
         The ``trace`` of each summary.
     on_done : callable, optional
@@ -271,7 +273,7 @@ def run_sweep(trace_df: pd.DataFrame, points: Sequence[Point], *, scheduler: str
             rows[p.index] = _named(p, lambda p=p: run_point(trace_df, p, trace_name))
             done(1)
     else:
-        rows = _run_dask(trace_df, points, scheduler, workers, trace_name, done)
+        rows = _run_dask(trace_df, points, client, scheduler, workers, trace_name, done)
     return _tidy(pd.DataFrame(rows))
 
 
@@ -301,12 +303,14 @@ def _named(point: Point, call: Callable[[], Any]) -> Any:
         raise type(exc)(f"point {point.index} ({point.label()}): {exc}") from None
 
 
-def _run_dask(trace_df, points, scheduler, workers, trace_name, done) -> list[dict[str, Any]]:
+def _run_dask(trace_df, points, client, scheduler, workers, trace_name, done) -> list[dict[str, Any]]:
     from distributed import Client, as_completed
 
-    if scheduler:
-        client, cluster = Client(scheduler, timeout="10s"), None
-    else:
+    own = client is None
+    cluster = None
+    if client is None and scheduler:
+        client = Client(scheduler, timeout="10s")
+    elif client is None:
         client, cluster = _local_client(workers)
     try:
         trace_f = client.scatter(trace_df, broadcast=True)  # sent once, not once per point
@@ -318,7 +322,8 @@ def _run_dask(trace_df, points, scheduler, workers, trace_name, done) -> list[di
             done(1)
         return rows
     finally:
-        client.close()
+        if own:
+            client.close()
         if cluster is not None:
             cluster.close()
 

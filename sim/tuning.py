@@ -36,6 +36,7 @@ __all__ = [
     "CostModel",
     "DEFAULT_MAX_CHANNELS",
     "DEFAULT_MAX_CHUNKS",
+    "DEFAULT_MAX_TRANSFERS",
     "algbw_bytes_per_s",
     "algo_bandwidth_bytes_per_s",
     "algo_latency_s",
@@ -63,6 +64,8 @@ ALGOS: tuple[str, ...] = ("ring", "tree", "direct")
 DEFAULT_MAX_CHANNELS = 8
 #: Plans split each channel's per-step data into at most this many pipelined chunks (plan size knob).
 DEFAULT_MAX_CHUNKS = 4
+#: Plans shrink chunks, then channels, to stay under this many transfers (the engine makes one flow each).
+DEFAULT_MAX_TRANSFERS = 100_000
 
 _P = {p: i for i, p in enumerate(PROTOS)}
 

@@ -16,7 +16,14 @@ from topologies.errors import TopologyError
 from topologies.fat_tree import fat_tree
 from topologies.leaf_spine import leaf_spine
 from topologies.rails import rail_only, rail_optimized
-from topologies.schema import EDGE_KINDS, NODE_KINDS, NVLINK_NODE_KINDS, gpu_slot, infer_edge_kind, validate_graph
+from topologies.schema import (
+    EDGE_KINDS,
+    NODE_KINDS,
+    NVLINK_NODE_KINDS,
+    gpu_slot,
+    infer_edge_kind,
+    validate_graph,
+)
 
 #: Preset name -> builder.
 PRESETS: dict[str, Callable[..., nx.Graph]] = {

@@ -14,7 +14,14 @@ from topologies.schema import (
     DEFAULT_NVLINK_LATENCY_US,
     gpu_name,
 )
-from topologies.servers import DEFAULT_NUM_GPUS, add_servers, check_common, check_int, check_num_gpus, new_graph
+from topologies.servers import (
+    DEFAULT_NUM_GPUS,
+    add_servers,
+    check_common,
+    check_int,
+    check_num_gpus,
+    new_graph,
+)
 
 
 def leaf_spine(

@@ -166,8 +166,8 @@ def validate_graph(graph: nx.Graph, where: str = "topology") -> nx.Graph:
         raise TopologyError(f"{where}: no GPU nodes")
     slots.sort()
     if slots != list(range(len(slots))):
-        missing = sorted(set(range(len(slots))) - set(slots))[:1] or [slots[-1]]
-        raise TopologyError(f"{where}: GPU slots must be 0..{len(slots) - 1}; gpu{missing[0]} breaks that")
+        missing = min(set(range(len(slots))) - set(slots))
+        raise TopologyError(f"{where}: GPU slots must be 0..{len(slots) - 1}, but gpu{missing} is missing")
     for u, v, data in graph.edges(data=True):
         cap = data.get("capacity_gbps")
         if not _is_number(cap) or not math.isfinite(cap) or cap <= 0:

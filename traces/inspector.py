@@ -28,7 +28,7 @@ from typing import Any
 import pandas as pd
 
 from traces.ingest_report import IngestReport
-from traces.readers import Progress, RankMap, RowSink, as_int, finish_frame
+from traces.readers import Progress, RankMap, RowSink, as_int, finish_frame, read_text
 from traces.schema import P2P_OPS, ROOTED_OPS, TraceError
 
 #: Inspector function names (``ncclFuncToString``) -> schema ops.
@@ -60,12 +60,7 @@ def looks_like_inspector_prometheus(head: str) -> bool:
 
 def _records(path: Path, report: IngestReport):
     """Yield (line number, record) for each JSON line; a torn last line is skipped and counted."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise TraceError(f"{path}: binary data, not Inspector JSON lines") from None
-    except OSError as exc:
-        raise TraceError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    text = read_text(path)
     lines = text.split("\n")
     for number, line in enumerate(lines, start=1):
         if not line.strip():

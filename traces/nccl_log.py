@@ -192,7 +192,7 @@ def _assemble(scans: list[FileScan], report: IngestReport) -> tuple[pd.DataFrame
     if len(rows):
         tunings = [dict(t, pos=C.pos_key(f, t["line"]), host=fixed.get((t["host"], t["pid"]), t["host"]))
                    for f, s in enumerate(scans) for t in s.tunings]
-        process = np.array([instances[i].key[:2] for i in rows["inst"]], dtype=object)
+        process = [instances[i].key[:2] for i in rows["inst"]]
         unmatched = apply_tuning(rows, process, tunings)
     else:
         unmatched = sum(len(s.tunings) for s in scans)

@@ -158,9 +158,13 @@ def assign_global_ranks(
                 ranks[m.identity] = m.grank
                 taken.add(m.grank)
     known = {n: ms for n, ms in comms.items() if ms[0].rank is not None}
+    identities = {m.identity for ms in comms.values() for m in ms}
     world, world_size = None, 0
     if known:
         world_size = max(ms[0].nranks for ms in known.values())
+    if world_size < len(identities):  # the largest communicator cannot hold every GPU: no world view
+        world_size = 0
+    if world_size:
         for name, members in sorted(known.items(), key=lambda kv: min(m.start for m in kv[1])):
             if members[0].nranks != world_size:
                 continue
@@ -171,14 +175,14 @@ def assign_global_ranks(
                 ranks[m.identity] = m.comm_rank
                 taken.add(m.comm_rank)
             world = world or name
-    identities = {m.identity for ms in comms.values() for m in ms}
     rest = sorted(identities - set(ranks), key=lambda g: (host_order.get(g[0], 1 << 30), g[1], g[2]))
     nxt = max([world_size - 1, *taken], default=-1) + 1
-    if rest and known:
+    if rest and world is not None:
         notes.append(f"{len(rest)} GPU(s) are in no world-spanning communicator: global ranks {nxt}.. given "
                      "by host (first appearance), pid, device")
     elif rest:
-        notes.append("no Init lines: global ranks given by host (first appearance), pid, device")
+        notes.append("no communicator spans every GPU seen: global ranks given by host (first appearance), "
+                     "pid, device")
     for g in rest:
         ranks[g] = nxt
         nxt += 1

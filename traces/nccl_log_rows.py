@@ -8,13 +8,15 @@ Input is one row per usable COLL line with its communicator already resolved (co
 
 from __future__ import annotations
 
-from collections import deque
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from traces.schema import P2P_OPS, ROOTED_OPS
+
+#: How many earlier collectives of a process a TUNING line may reach back over.
+TUNING_WINDOW = 256
 
 
 def _runs(df: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
@@ -102,12 +104,14 @@ def _fold(g: pd.DataFrame) -> pd.DataFrame:
     return head.reset_index()
 
 
-def apply_tuning(rows: pd.DataFrame, process: np.ndarray, tunings: list[dict[str, Any]]) -> int:
+def apply_tuning(rows: pd.DataFrame, process: list, tunings: list[dict[str, Any]]) -> int:
     """Set ``algo``/``proto`` from TUNING lines; return how many TUNING lines matched no COLL line.
 
     A TUNING line is printed when the op is launched, after its COLL line, by the same process: it goes to
-    the earliest collective of that process not yet matched whose op (when printed) and size agree
-    (``nBytes`` is count x size, times nranks for AllGather/ReduceScatter). The choice is then copied to the
+    the latest earlier collective of that process (within ``TUNING_WINDOW`` lines) not yet matched whose op
+    (when printed) and size agree (``nBytes`` is count x size, times nranks for AllGather/ReduceScatter).
+    Grouped launches print COLL a, COLL b, TUNING a, TUNING b: op and size tell a from b; identical ops
+    are interchangeable. The choice is then copied to the
     other ranks of the same (comm, seq) collective, since every rank runs the same algorithm.
     """
     rows["algo"] = ""
@@ -127,26 +131,22 @@ def apply_tuning(rows: pd.DataFrame, process: np.ndarray, tunings: list[dict[str
     tun_by_proc: dict[Any, list[dict[str, Any]]] = {}
     for t in tunings:
         tun_by_proc.setdefault((t["host"], t["pid"]), []).append(t)
+    taken = np.zeros(len(rows), dtype=bool)
     for proc, tlist in tun_by_proc.items():
-        idx = sorted(by_proc.get(proc, []), key=lambda i: pos[i])
-        pending: deque[int] = deque()
-        k = 0
-        for t in sorted(tlist, key=lambda t: t["pos"]):
-            while k < len(idx) and pos[idx[k]] < t["pos"]:
-                pending.append(idx[k])
-                k += 1
+        idx = np.array(sorted(by_proc.get(proc, []), key=lambda i: pos[i]), dtype=np.int64)
+        idx_pos = pos[idx] if len(idx) else np.empty(0, dtype=np.int64)
+        for t in tlist:
             hit = None
-            for j, i in enumerate(pending):
-                if (t["op"] is None or t["op"] == ops[i]) and t["nbytes"] in (nbytes[i], scaled[i]):
-                    hit = j
+            k = int(np.searchsorted(idx_pos, t["pos"])) - 1
+            for i in idx[max(k - TUNING_WINDOW, -1) + 1: k + 1][::-1]:
+                if not taken[i] and (t["op"] is None or t["op"] == ops[i]) and t["nbytes"] in (nbytes[i], scaled[i]):
+                    hit = i
                     break
             if hit is None:
                 unmatched += 1
                 continue
-            for _ in range(hit):
-                pending.popleft()
-            i = pending.popleft()
-            algo[i], proto[i] = t["algo"], t["proto"]
+            taken[hit] = True
+            algo[hit], proto[hit] = t["algo"], t["proto"]
     rows["algo"], rows["proto"] = algo, proto
     coll = ~rows["op"].isin(P2P_OPS)
     known = rows[coll & (rows["algo"] != "")].drop_duplicates(["comm", "seq"]).set_index(["comm", "seq"])

@@ -123,9 +123,10 @@ def scan_file(path: Path, report: IngestReport, progress: Callable[[float], Any]
 
 
 def _check_text(path: Path, head: bytes) -> None:
-    # NUL bytes never occur in NCCL's text output; a file with many is binary (core dump, Parquet, ...).
-    sample = head[:65536]
-    if sample.count(b"\x00") > len(sample) // 100 and b"NCCL" not in sample:
+    # NCCL writes plain text: control bytes other than tab/CR/LF mean a binary file (core dump, Parquet).
+    sample = np.frombuffer(head[:65536], dtype=np.uint8)
+    control = ((sample < 32) & (sample != 9) & (sample != 10) & (sample != 13)).sum()
+    if control > len(sample) // 100 and b"NCCL" not in head[:65536]:
         raise TraceError(f"{path}: not a text NCCL log (binary data)")
 
 

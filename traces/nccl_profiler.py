@@ -30,7 +30,7 @@ from typing import Any
 import pandas as pd
 
 from traces.ingest_report import IngestReport
-from traces.readers import Progress, RankMap, RowSink, as_int, finish_frame
+from traces.readers import Progress, RankMap, RowSink, as_int, finish_frame, read_text
 from traces.schema import NCCL_DTYPE_CODES, P2P_OPS, ROOTED_OPS, TraceError, dtype_name
 
 _OPS = {
@@ -69,12 +69,7 @@ def _quote_bare(line: str) -> str:
 
 def _events(path: Path, report: IngestReport) -> list[tuple[int, dict[str, Any]]]:
     """(line number, event) pairs. Strict JSON is parsed whole; otherwise line by line, quoting bare words."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise TraceError(f"{path}: binary data, not a profiler trace") from None
-    except OSError as exc:
-        raise TraceError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    text = read_text(path)
     try:
         whole = json.loads(text)
         if isinstance(whole, list):

@@ -11,9 +11,11 @@ This module also holds the small helpers the JSON readers share (:func:`load_jso
 
 from __future__ import annotations
 
+import gzip
 import importlib
 import json
 import math
+import zlib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -89,10 +91,10 @@ def read_head(path: Path, n_bytes: int = HEAD_BYTES) -> str:
         When the file cannot be read, is empty, or is binary (NUL bytes or not UTF-8).
     """
     try:
-        with open(path, "rb") as fh:
+        with _open_binary(path) as fh:
             raw = fh.read(n_bytes)
-    except OSError as exc:
-        raise TraceError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    except (OSError, EOFError, zlib.error) as exc:
+        raise TraceError(f"{path}: cannot read ({getattr(exc, 'strerror', None) or exc})") from None
     if not raw.strip():
         raise TraceError(f"{path}: empty file")
     if b"\x00" in raw:
@@ -103,6 +105,32 @@ def read_head(path: Path, n_bytes: int = HEAD_BYTES) -> str:
         if exc.start >= len(raw) - 4:  # the head cut a multi-byte character in two
             return raw[: exc.start].decode("utf-8")
         raise TraceError(f"{path}: binary data, not a trace (byte {exc.start} is not UTF-8)") from None
+
+
+def _open_binary(path: Path):
+    """Open a file for reading bytes; gzip files (``.json.gz`` traces) are decompressed on the fly."""
+    with open(path, "rb") as fh:
+        magic = fh.read(2)
+    return gzip.open(path, "rb") if magic == b"\x1f\x8b" else open(path, "rb")
+
+
+def read_text(path: Path) -> str:
+    """Read a whole (possibly gzip-compressed) UTF-8 file.
+
+    Raises
+    ------
+    TraceError
+        When it cannot be read or is not UTF-8 text.
+    """
+    try:
+        with _open_binary(path) as fh:
+            raw = fh.read()
+    except (OSError, EOFError, zlib.error) as exc:
+        raise TraceError(f"{path}: cannot read ({getattr(exc, 'strerror', None) or exc})") from None
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise TraceError(f"{path}: binary data, not a trace") from None
 
 
 def _module(fmt: str):
@@ -216,12 +244,7 @@ def load_json(path: Path) -> Any:
     TraceError
         Naming the file, line and column of the first syntax error, or the read failure.
     """
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise TraceError(f"{path}: binary data, not a JSON trace") from None
-    except OSError as exc:
-        raise TraceError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    text = read_text(path)
     if not text.strip():
         raise TraceError(f"{path}: empty file")
     try:
@@ -373,8 +396,12 @@ def finish_frame(
         per_node = max(1, min(8, world))
     report.records = len(df)
     meta = new_metadata(world, comms, source, gpus_per_node=per_node, **extra_meta)
-    df.attrs[METADATA_KEY] = meta
-    return validate(df)
+    # Validate with only what the checks need: pandas deep-copies attrs on every operation, and a
+    # large ``comms`` table made that copying the slowest part of an ingest.
+    df.attrs = {METADATA_KEY: {"world_size": world}}
+    out = validate(df)
+    out.attrs = {METADATA_KEY: meta}
+    return out
 
 
 # --------------------------------------------------------------------------------------------------

@@ -209,12 +209,11 @@ def normalize(df: pd.DataFrame, metadata: Mapping[str, Any] | None = None) -> pd
     group = df["group"].reset_index(drop=True) if "group" in df.columns else None
     out["group"] = -1 if group is None else group.fillna(-1).astype("int64")
     if "split_bytes" in df.columns:
-        out["split_bytes"] = [
-            tuple(int(x) for x in v) if v is not None and not _is_nan(v) else ()
-            for v in df["split_bytes"]
-        ]
+        splits = [tuple(int(x) for x in v) if v is not None and not _is_nan(v) else () for v in df["split_bytes"]]
     else:
-        out["split_bytes"] = [()] * len(out)
+        splits = [()] * len(out)
+    # dtype=object even when empty: Arrow needs a list column, not float64
+    out["split_bytes"] = pd.Series(splits, index=out.index, dtype=object)
     for name in df.columns:
         if name not in out.columns:  # keep unknown extra columns as they are
             out[name] = df[name].reset_index(drop=True)

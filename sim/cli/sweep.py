@@ -9,8 +9,10 @@ import click
 
 from sim.cli.common import parse_set_options, progress_bar
 
-#: Summary figures printed in the terminal table, when the summary has them.
-SHOWN = ("makespan_s", "ideal_makespan_s", "makespan_slowdown", "slowdown_p99", "max_link_utilization")
+#: Summary figures printed in the terminal table (column, heading, scale), when the summary has them.
+SHOWN = (("makespan_s", "makespan ms", 1e3), ("ideal_makespan_s", "ideal ms", 1e3),
+         ("makespan_vs_ideal", "x ideal", 1.0), ("slowdown_p99", "slowdown p99", 1.0),
+         ("max_link_utilization", "max link util", 1.0))
 
 
 def _csv(value: str, option: str) -> list[str]:
@@ -30,8 +32,9 @@ def parse_grid(values: tuple[str, ...]) -> dict[str, list]:
     return grid
 
 
-def _fmt(value) -> str:
-    if isinstance(value, float):
+def _fmt(value, scale: float = 1.0) -> str:
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        value = float(value) * scale
         return "n/a" if not math.isfinite(value) else f"{value:.4g}"
     return str(value)
 
@@ -40,14 +43,17 @@ def _print_table(table, points) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    shown = [c for c in SHOWN if c in table.columns]
+    from sim.sweep import varying_columns
+
+    params = ["topo", *varying_columns(table)]
+    shown = [(c, head, scale) for c, head, scale in SHOWN if c in table.columns]
     out = Table(title=f"sweep: {len(points)} point(s)")
-    out.add_column("point")
-    for name in shown:
-        out.add_column(name, justify="right")
-    for p, row in zip(points, table.itertuples(index=False), strict=True):
-        values = row._asdict()
-        out.add_row(p.label(), *(_fmt(values[c]) for c in shown))
+    for name in params:
+        out.add_column(name)
+    for _, head, _ in shown:
+        out.add_column(head, justify="right")
+    for row in table.to_dict("records"):
+        out.add_row(*(_fmt(row[c]) for c in params), *(_fmt(row[c], scale) for c, _, scale in shown))
     console = Console(soft_wrap=True)
     console.print(out)
     if "makespan_s" in table.columns and table["makespan_s"].notna().any():

@@ -126,8 +126,8 @@ def test_rank_tree_is_chains_under_a_server_tree(sizes, channel, nchannels):
     assert _is_tree(parent)
     crossing = [(v, p) for v, p in enumerate(parent) if p >= 0 and server_of[v] != server_of[p]]
     assert len(crossing) == len(sizes) - 1  # one network edge per non-root server
-    for v, p in crossing:  # network edges join heads: each head has no parent in its own server
-        assert all(server_of[u] != server_of[v] or parent[u] != -1 for u in range(len(parent)))
+    for _, p in crossing:  # network edges end at heads: the parent has no parent in its own server
+        assert parent[p] == -1 or server_of[parent[p]] != server_of[p]
     kids = _children(parent)
     for v in range(len(parent)):
         assert sum(server_of[w] == server_of[v] for w in kids[v]) <= 1  # intra-server: a chain

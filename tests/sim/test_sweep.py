@@ -10,7 +10,7 @@ import pytest
 from sim.cli import main
 from sim.cli.sweep import parse_grid
 from sim.errors import SimError
-from sim.sweep import Point, expand, scalar_summary, split_grid_values, split_params
+from sim.sweep import Point, expand, run_point, run_sweep, scalar_summary, split_grid_values, split_params
 from traces.io import write_trace
 from traces.schema import new_metadata
 
@@ -24,8 +24,8 @@ def _run(argv, capsys):
 
 @pytest.fixture
 def trace_df():
-    """Two AllReduces of 1 MiB over 16 ranks on 2 servers, then an AllToAll; timed."""
-    world = 16
+    """Two AllReduces of 1 MiB over 8 ranks on 2 servers of 4 GPUs, then an AllToAll; timed."""
+    world = 8
     rows = []
     for seq, (op, count) in enumerate([("AllReduce", 1 << 18), ("AllReduce", 1 << 18), ("AllToAll", 1 << 12)]):
         rows += [dict(rank=r, comm="w", seq=seq, op=op, count=count, dtype="fp32", bytes=4 * count, root=-1,
@@ -33,7 +33,7 @@ def trace_df():
     df = pd.DataFrame(rows)
     for name, value in dict(duration_s=math.nan, host="", device=-1, context="", algo="", proto="").items():
         df[name] = value
-    df.attrs["collsim"] = new_metadata(world, {"w": list(range(world))}, "test", gpus_per_node=8)
+    df.attrs["collsim"] = new_metadata(world, {"w": list(range(world))}, "test", gpus_per_node=4)
     return df
 
 
@@ -66,12 +66,12 @@ def test_params_split_between_simulator_and_topology():
     assert topo == {"oversubscription": 2, "k": 4} and sim == {"completion_quantile": 0.1}
 
 
-def test_scalar_summary_keeps_scalars_and_adds_makespan_slowdown():
+def test_scalar_summary_keeps_scalars_and_adds_makespan_vs_ideal():
     row = scalar_summary({"trace": "t", "makespan_s": 3.0, "ideal_makespan_s": 1.5, "flows": 4,
-                          "hot_links": [{"link": "a->b"}], "incast_events": 0})
+                          "hot_links": [{"link": "a->b"}], "skipped": {"x": 1}, "incast_events": 0})
     assert row == {"trace": "t", "makespan_s": 3.0, "ideal_makespan_s": 1.5, "flows": 4, "incast_events": 0,
-                   "makespan_slowdown": 2.0}
-    assert math.isnan(scalar_summary({"makespan_s": 1.0, "ideal_makespan_s": 0.0})["makespan_slowdown"])
+                   "makespan_vs_ideal": 2.0}
+    assert math.isnan(scalar_summary({"makespan_s": 1.0, "ideal_makespan_s": 0.0})["makespan_vs_ideal"])
 
 
 @pytest.mark.parametrize(("extra", "needle"), [
@@ -91,3 +91,65 @@ def test_bad_grid_is_one_error_line_and_exit_2(extra, needle, trace_path, tmp_pa
 def test_missing_trace_is_exit_2(tmp_path, capsys):
     code, _, err = _run(["sweep", "--trace", str(tmp_path / "no.parquet"), "--topo", "fat_tree"], capsys)
     assert code == 2 and err.startswith("simrun: error:") and "no.parquet" in err
+
+
+GRID = ["--topo", "fat_tree,leaf_spine", "--set", "oversubscription=1|4"]
+
+
+def _points():
+    return expand(["fat_tree", "leaf_spine"], {"oversubscription": [1, 4]}, ["auto"], ["ecmp"], seed=3)
+
+
+def test_a_point_is_the_simulate_call_of_simrun_run(trace_df):
+    from sim import simulate
+
+    point = _points()[3]
+    row = run_point(trace_df, point, "tiny.parquet")
+    direct = simulate(trace_df, "leaf_spine", seed=3, trace_name="tiny.parquet",
+                      topology_params={"oversubscription": 4}).summary
+    for key in ("makespan_s", "ideal_makespan_s", "bytes_on_wire", "flows", "slowdown_p99", "topology", "trace"):
+        assert row[key] == direct[key], key
+    assert row["oversubscription"] == 4 and row["topo"] == "leaf_spine" and row["seed"] == 3
+
+
+def test_dask_sweep_equals_serial(trace_df):
+    from distributed import Client, LocalCluster
+
+    points = _points()
+    serial = run_sweep(trace_df, points, serial=True)
+    # Threads keep this test fast; the process cluster of the CLI is checked in the slow test below.
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as cluster, \
+            Client(cluster) as client:
+        done = []
+        distributed = run_sweep(trace_df, points, client=client, on_done=done.append)
+    assert sum(done) == len(points) == len(serial)
+    pd.testing.assert_frame_equal(serial.drop(columns="sim_wall_s"), distributed.drop(columns="sim_wall_s"))
+    assert serial["point"].tolist() == [0, 1, 2, 3]
+    assert (serial["makespan_s"] >= serial["ideal_makespan_s"] * (1 - 1e-9)).all()
+    assert not any(isinstance(v, list | dict) for v in serial.iloc[0])
+
+
+def test_cli_sweep_writes_table_and_plot(trace_path, tmp_path, capsys):
+    out = tmp_path / "s"
+    argv = ["sweep", "--trace", str(trace_path), "--topo", "fat_tree,leaf_spine", "--set", "oversubscription=2",
+            "--algo", "ring,tree", "--serial", "--out", str(out)]
+    code, stdout, err = _run(argv, capsys)
+    assert code == 0, err
+    table = pd.read_parquet(out / "sweep.parquet")
+    assert table[["topo", "oversubscription", "algo"]].values.tolist() == [
+        ["fat_tree", 2, "ring"], ["fat_tree", 2, "tree"], ["leaf_spine", 2, "ring"], ["leaf_spine", 2, "tree"]]
+    assert {"makespan_s", "ideal_makespan_s", "slowdown_p99", "max_link_utilization"} <= set(table.columns)
+    assert (out / "sweep.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "fastest:" in stdout
+
+
+@pytest.mark.slow
+def test_cli_sweep_on_a_local_process_cluster_equals_serial(trace_path, tmp_path, capsys):
+    for mode in ("serial", "dask"):
+        extra = ["--serial"] if mode == "serial" else ["--workers", "2"]
+        code, _, err = _run(["sweep", "--trace", str(trace_path), *GRID, *extra, "--out", str(tmp_path / mode)],
+                            capsys)
+        assert code == 0, err
+    serial = pd.read_parquet(tmp_path / "serial" / "sweep.parquet").drop(columns="sim_wall_s")
+    dask = pd.read_parquet(tmp_path / "dask" / "sweep.parquet").drop(columns="sim_wall_s")
+    pd.testing.assert_frame_equal(serial, dask)

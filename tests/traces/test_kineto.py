@@ -165,3 +165,19 @@ def test_uneven_all_to_all_split_bytes(tmp_path: Path) -> None:
     # 10 rows of 6 elements: 6, 12, 18, 24 elements of fp32 to comm ranks 0..3
     assert tuple(row["split_bytes"]) == (24, 48, 72, 96)
     assert row["count"] == 60 // 4 and row["bytes"] == 60
+
+
+def test_send_recv_peer_from_rank_arg(tmp_path: Path) -> None:
+    def rec(ts: int, coll: str, peer: int) -> dict:
+        return {"ph": "X", "cat": "cpu_op", "name": "record_param_comms", "ts": ts, "dur": 1, "pid": 1, "tid": 1,
+                "args": {"Collective name": coll, "dtype": "Half", "In msg nelems": 8, "Out msg nelems": 8,
+                         "Group size": 2, "Process Group Name": "5", "Process Group Ranks": "[2, 6]", "Rank": peer}}
+
+    path = tmp_path / "pp.json"
+    events = [rec(1, "send", 1), rec(2, "recv", 1), rec(3, "send", 1)]
+    path.write_text(json.dumps({"distributedInfo": {"rank": 2, "world_size": 8}, "traceEvents": events}))
+    df = ingest(path)
+    assert df["op"].tolist() == ["Send", "Recv", "Send"]
+    assert df["root"].tolist() == [1, 1, 1]  # the peer's comm rank (global rank 6)
+    assert df["seq"].tolist() == [0, 0, 1]  # per peer and direction
+    assert df.attrs["collsim"]["comms"] == {"pg:5": [2, 6]}

@@ -17,37 +17,34 @@ from traces.schema import TraceError
 HASH = 1493613951195738943
 
 
+def _ev(name: str, cat: str, ph: str, eid: int, pid: int, ts: float, args: dict | None = None) -> str:
+    event = {"name": name, "cat": cat, "ph": ph, "id": eid, "pid": pid, "tid": 1, "ts": ts}
+    if args is not None:
+        event["args"] = args
+    return json.dumps(event) + ","
+
+
 def _file(path: Path, rank: int, nranks: int, *, int_dtype: bool = False) -> Path:
     pid = 500 + rank
-    dt = "7" if int_dtype else '"ncclFloat32"'
-    lines = ["["]
-    lines.append('{"name": "Group API", "cat": "GROUP_API", "ph": "b", "id": 0, "pid": %d, "tid": 1, "ts": 1.0, '
-                 '"args": {"groupApiId": 0, "groupDepth":1}},' % pid)
+    dtype = 7 if int_dtype else "ncclFloat32"
+    lines = ["[", _ev("Group API", "GROUP_API", "b", 0, pid, 1.0, {"groupApiId": 0, "groupDepth": 1})]
     for i in range(3):
-        lines.append('{"name": "AllReduce", "cat": "COLL_API", "ph": "b", "id": %d, "pid": %d, "tid": 1, "ts": %f, '
-                     '"args": {"count": 262144, "datatype": ncclFloat32, "root": 0, "GraphCaptured": 0, '
-                     '"Stream": 0x4142e90}},' % (i, pid, 10.0 + 100 * i))
-        lines.append('{"name": "AllReduce", "cat": "COLL", "ph": "b", "id": %d, "pid": %d, "tid": 1, "ts": %f, '
-                     '"args": {"SeqNum": %d, "CommHash": %d, "Rank": %d, "Count": 262144, "Datatype": %s, '
-                     '"Algorithm": "RING", "Protocol": "SIMPLE", "nChannels": 2}},'
-                     % (i, pid, 11.0 + 100 * i, i, HASH, rank, dt))
-        lines.append('{"name": "AllReduce", "cat": "COLL", "ph": "e", "id": %d, "pid": %d, "tid": 1, "ts": %f},'
-                     % (i, pid, 11.0 + 100 * i + 25.5))
-    lines.append('{"name": "Broadcast", "cat": "COLL_API", "ph": "b", "id": 3, "pid": %d, "tid": 1, "ts": 400.0, '
-                 '"args": {"count": 100, "datatype": "ncclInt8", "root": %d, "GraphCaptured": 0, '
-                 '"Stream": "0x1"}},' % (pid, nranks - 1))
-    lines.append('{"name": "Broadcast", "cat": "COLL", "ph": "b", "id": 3, "pid": %d, "tid": 1, "ts": 401.0, '
-                 '"args": {"SeqNum": 3, "CommHash": %d, "Rank": %d, "Count": 100, "Datatype": "ncclInt8", '
-                 '"Algorithm": "RING", "Protocol": "LL", "nChannels": 1}},' % (pid, HASH, rank))
-    peer = (rank + 1) % nranks
-    lines.append('{"name": "Send", "cat": "P2P", "ph": "b", "id": 0, "pid": %d, "tid": 1, "ts": 500.0, '
-                 '"args": {"CommHash": %d, "Rank": %d, "Peer": %d, "Count": 1024, "Datatype": "ncclBfloat16", '
-                 '"nChannels": 4}},' % (pid, HASH, rank, peer))
-    lines.append('{"name": "Send", "cat": "P2P", "ph": "e", "id": 0, "pid": %d, "tid": 1, "ts": 510.0},' % pid)
-    prev = (rank - 1) % nranks
-    lines.append('{"name": "Recv", "cat": "P2P", "ph": "b", "id": 1, "pid": %d, "tid": 1, "ts": 500.0, '
-                 '"args": {"CommHash": %d, "Rank": %d, "Peer": %d, "Count": 1024, "Datatype": "ncclBfloat16", '
-                 '"nChannels": 4}},' % (pid, HASH, rank, prev))
+        api = _ev("AllReduce", "COLL_API", "b", i, pid, 10.0 + 100 * i,
+                  {"count": 262144, "datatype": "@ncclFloat32", "root": 0, "GraphCaptured": 0, "Stream": "@0x4142e90"})
+        lines.append(api.replace('"@', "").replace('@"', "").replace('32",', "32,").replace('e90"}', "e90}"))
+        lines.append(_ev("AllReduce", "COLL", "b", i, pid, 11.0 + 100 * i,
+                         {"SeqNum": i, "CommHash": HASH, "Rank": rank, "Count": 262144, "Datatype": dtype,
+                          "Algorithm": "RING", "Protocol": "SIMPLE", "nChannels": 2}))
+        lines.append(_ev("AllReduce", "COLL", "e", i, pid, 11.0 + 100 * i + 25.5))
+    lines.append(_ev("Broadcast", "COLL_API", "b", 3, pid, 400.0,
+                     {"count": 100, "datatype": "ncclInt8", "root": nranks - 1, "GraphCaptured": 0, "Stream": "0x1"}))
+    lines.append(_ev("Broadcast", "COLL", "b", 3, pid, 401.0,
+                     {"SeqNum": 3, "CommHash": HASH, "Rank": rank, "Count": 100, "Datatype": "ncclInt8",
+                      "Algorithm": "RING", "Protocol": "LL", "nChannels": 1}))
+    p2p = {"CommHash": HASH, "Rank": rank, "Count": 1024, "Datatype": "ncclBfloat16", "nChannels": 4}
+    lines.append(_ev("Send", "P2P", "b", 0, pid, 500.0, dict(p2p, Peer=(rank + 1) % nranks)))
+    lines.append(_ev("Send", "P2P", "e", 0, pid, 510.0))
+    lines.append(_ev("Recv", "P2P", "b", 1, pid, 500.0, dict(p2p, Peer=(rank - 1) % nranks)))
     lines.append("{}]")
     path.write_text("\n".join(lines) + "\n")
     return path

@@ -153,3 +153,33 @@ def test_detection_and_mixed_kinds(tmp_path: Path) -> None:
     basic = _write(tmp_path / "0.json", [{"comms": "all_reduce", "in_msg_size": 1, "dtype": "float"}])
     with pytest.raises(TraceError, match="mixed"):
         read_param([basic, CHAKRA])
+
+
+def _et_node(nid: int, name: str, values: list, types: list[str], out_values: list | None = None) -> dict:
+    return {"id": nid, "name": name, "ctrl_deps": 1,
+            "inputs": {"values": values, "shapes": [], "types": types},
+            "outputs": {"values": out_values or [], "shapes": [], "types": []}, "attrs": []}
+
+
+def test_et_process_group_init_and_p2p(tmp_path: Path) -> None:
+    # Schema 1.0.3+ layout without attrs: members come from the process_group:init node.
+    groups = [{"pg_name": "0", "pg_desc": "default_pg", "ranks": [], "group_size": 4, "group_count": 2},
+              {"pg_name": "1", "pg_desc": "pp", "ranks": [1, 3], "group_size": 2, "group_count": 2}]
+    t = [5, 77, 0, 6, 2, "cuda:3"]  # 6 bf16 elements on cuda:3
+    nodes = [
+        _et_node(2, "process_group:init", [json.dumps(groups)], ["String"]),
+        _et_node(10, "record_param_comms", [[t], 1, ["0", "default_pg"], 3, "allreduce", [], []],
+                 ["GenericList[Tensor(c10::BFloat16)]"], [[t]]),
+        _et_node(11, "record_param_comms", [t, 2, ["1", "pp"], 0, "recv", [], []], ["Tensor(c10::BFloat16)"], [t]),
+        _et_node(12, "record_param_comms", [t, 3, ["1", "pp"], 0, "send", [], []], ["Tensor(c10::BFloat16)"], [t]),
+        _et_node(13, "record_param_comms", [4, ["1", "pp"], 1, "wait", [], []], ["Int"]),
+    ]
+    path = tmp_path / "et_rank3.json"
+    path.write_text(json.dumps({"schema": "1.0.3-chakra.0.0.4", "pid": 1, "nodes": nodes}))
+    df = ingest(path)
+    assert df["op"].tolist() == ["AllReduce", "Recv", "Send"]
+    assert set(df["rank"]) == {3} and set(df["device"]) == {3} and set(df["bytes"]) == {12}
+    assert df.attrs["collsim"]["comms"] == {"pg:0": [0, 1, 2, 3], "pg:1": [1, 3]}
+    p2p = df[df["comm"] == "pg:1"]
+    assert p2p["root"].tolist() == [0, 0] and p2p["nranks"].tolist() == [2, 2]
+    assert p2p["seq"].tolist() == [0, 0]  # first Recv from and first Send to global rank 1

@@ -153,3 +153,16 @@ def test_json_helpers_reject_non_json(tmp_path: Path) -> None:
     path.write_text(json.dumps({"traceEvents": "nope"}))
     with pytest.raises(TraceError, match="x.json: not a Kineto trace"):
         ingest(path)
+
+
+def test_gzip_json_traces(tmp_path: Path) -> None:
+    import gzip
+
+    packed = tmp_path / "rank0.pt.trace.json.gz"
+    packed.write_bytes(gzip.compress(KINETO_FILE.read_bytes()))
+    assert detect_format(packed) == "kineto"
+    assert ingest(packed)["bytes"].tolist() == ingest(KINETO_FILE)["bytes"].tolist()
+    torn = tmp_path / "torn.json.gz"
+    torn.write_bytes(packed.read_bytes()[:200])
+    with pytest.raises(TraceError, match="torn.json.gz"):
+        ingest(torn, format="kineto")

@@ -119,3 +119,10 @@ def test_validate_keeps_values():
     df = _frame([_row(count=2**40, bytes=2**42)])
     assert validate(df)["bytes"].iloc[0] == 2**42
     assert validate(df)["count"].dtype == np.int64
+
+
+def test_empty_trace_round_trips(tmp_path):
+    df = empty_trace()
+    df.attrs["collsim"] = new_metadata(0, {}, "test")
+    back = read_trace(write_trace(df, tmp_path / "e.parquet"))
+    assert back.empty and tuple(back.columns) == ALL_COLUMNS

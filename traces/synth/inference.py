@@ -57,6 +57,7 @@ class InferencePlan:
     seed: int = 0
     gpu: str = "h800"
     mfu: float = 0.45
+    overhead_s: float | None = None
     max_batch: int = 8
     max_running: int = 256
     max_prefill_tokens: int = 16384
@@ -337,7 +338,10 @@ def synthesize_inference(spec: ModelSpec, plan: InferencePlan) -> pd.DataFrame:
         For an inconsistent plan.
     """
     world, ep_mode = _check(plan, spec)
-    comp = ComputeModel(get_gpu(plan.gpu), mfu=plan.mfu, fp8=spec.weight_bytes == 1)
+    # DeepSeek's reference code runs eagerly (many small kernels per block section); vLLM and SGLang
+    # replay CUDA graphs, so their fixed cost per section is small
+    overhead = plan.overhead_s if plan.overhead_s is not None else (150e-6 if plan.engine == "reference" else 20e-6)
+    comp = ComputeModel(get_gpu(plan.gpu), mfu=plan.mfu, overhead_s=overhead, fp8=spec.weight_bytes == 1)
     costs = _Costs(spec, comp)
     reqs = make_requests(plan.requests, plan.prompt_tokens, plan.output_tokens, plan.arrival_rate, plan.seed)
     gpn = min(plan.gpus_per_node, world) if plan.nodes is None else plan.gpus_per_node
