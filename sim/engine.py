@@ -239,15 +239,18 @@ class LinkStats:
         self.bins = np.zeros((64 if self.fixed else max_bins, n))
 
     def add(self, a: float, b: float, idx: np.ndarray, vals: np.ndarray) -> None:
-        """Record that links ``idx`` moved ``vals`` bytes at constant rates over ``[a, b)``."""
+        """Record that links ``idx`` (distinct) moved ``vals`` bytes at constant rates over ``[a, b)``."""
         if b <= a or len(idx) == 0:
             return
         self.total[idx] += vals
         rate = vals / (b - a)
-        np.maximum.at(self.peak_rate, idx, rate)
+        self.peak_rate[idx] = np.maximum(self.peak_rate[idx], rate)
         hot = rate >= 0.9 * self.cap[idx] * (1 - 1e-9)
         if hot.any():
             self.busy90_s[idx[hot]] += b - a
+        self._bin(a, b, idx, vals)
+
+    def _bin(self, a: float, b: float, idx: np.ndarray, vals: np.ndarray) -> None:
         self._grow_to(b)
         w = self.width_s
         k0 = int(a // w)
@@ -259,6 +262,27 @@ class LinkStats:
         overlap = np.minimum(edges[1:], b) - np.maximum(edges[:-1], a)
         frac = np.clip(overlap, 0.0, None) / (b - a)
         self.bins[k0 : k1 + 1, idx] += frac[:, None] * vals[None, :]
+
+    def add_record(self, t: float, rec: Record) -> None:
+        """Add a recorded op's link statistics, shifted to start at ``t`` (vectorised over segments)."""
+        if len(rec.seg_a) == 0:
+            return
+        self.total[rec.link_idx] += rec.link_bytes
+        self.peak_rate[rec.link_idx] = np.maximum(self.peak_rate[rec.link_idx], rec.link_peak_rate)
+        self.busy90_s[rec.link_idx] += rec.link_busy90_s
+        a, b = rec.seg_a + t, rec.seg_b + t
+        self._grow_to(float(b.max()))
+        w = self.width_s
+        k0 = (a // w).astype(np.int64)
+        k1 = np.maximum(np.ceil(b / w).astype(np.int64) - 1, k0)
+        single = k0 == k1
+        lengths = np.diff(rec.seg_ptr)
+        inc_single = np.repeat(single, lengths)
+        np.add.at(self.bins, (np.repeat(k0, lengths)[inc_single], rec.seg_idx[inc_single]),
+                  rec.seg_vals[inc_single])
+        for i in np.flatnonzero(~single).tolist():
+            lo, hi = rec.seg_ptr[i], rec.seg_ptr[i + 1]
+            self._bin(float(a[i]), float(b[i]), rec.seg_idx[lo:hi], rec.seg_vals[lo:hi])
 
     def _grow_to(self, t: float) -> None:
         while t > len(self.bins) * self.width_s * (1 + 1e-12):
@@ -304,6 +328,46 @@ class _OpRun:
     deps_left: np.ndarray
     subs_left: np.ndarray
     transfers_left: int
+
+
+@dataclass(frozen=True)
+class Record:
+    """A memoised op: duration, per-segment link bytes (CSR, times from the op's start), per-link
+    aggregates, and its flows (path, bytes, start / sent / end relative to the op's start)."""
+
+    duration_s: float
+    seg_a: np.ndarray
+    seg_b: np.ndarray
+    seg_ptr: np.ndarray
+    seg_idx: np.ndarray
+    seg_vals: np.ndarray
+    link_idx: np.ndarray
+    link_bytes: np.ndarray
+    link_peak_rate: np.ndarray
+    link_busy90_s: np.ndarray
+    flows: tuple
+
+    @classmethod
+    def build(cls, duration_s: float, segments: list, cap: np.ndarray, flows: tuple) -> Record:
+        if segments:
+            seg_a = np.array([x[0] for x in segments])
+            seg_b = np.array([x[1] for x in segments])
+            seg_ptr = np.zeros(len(segments) + 1, dtype=np.int64)
+            np.cumsum([len(x[2]) for x in segments], out=seg_ptr[1:])
+            seg_idx = np.concatenate([x[2] for x in segments])
+            seg_vals = np.concatenate([x[3] for x in segments])
+        else:
+            seg_a = seg_b = seg_vals = np.zeros(0)
+            seg_ptr, seg_idx = np.zeros(1, dtype=np.int64), np.zeros(0, dtype=np.int64)
+        dur = np.repeat(seg_b - seg_a, np.diff(seg_ptr))
+        rate = np.divide(seg_vals, dur, out=np.zeros_like(seg_vals), where=dur > 0)
+        link_idx, inv = np.unique(seg_idx, return_inverse=True)
+        link_bytes = np.bincount(inv, weights=seg_vals, minlength=len(link_idx))
+        peak = np.zeros(len(link_idx))
+        np.maximum.at(peak, inv, rate)
+        hot = rate >= 0.9 * cap[seg_idx] * (1 - 1e-9)
+        busy = np.bincount(inv[hot], weights=dur[hot], minlength=len(link_idx))
+        return cls(duration_s, seg_a, seg_b, seg_ptr, seg_idx, seg_vals, link_idx, link_bytes, peak, busy, flows)
 
 
 @dataclass
@@ -530,10 +594,14 @@ class Engine:
 
     def _completions(self, ops: np.ndarray, subs: np.ndarray, t_done: np.ndarray, now: float) -> None:
         """Sub-flows of ``ops`` finish at ``t_done`` (bytes sent plus latency): queue them in order."""
+        if len(ops) == 1 or (ops[0] == ops[-1] and (ops == ops[0]).all() and (t_done == t_done[0]).all()):
+            self._push(float(t_done[0]), _DONE, (int(ops[0]), subs))
+            return
         order = np.lexsort((ops, t_done))
         ops, subs, t_done = ops[order], subs[order], t_done[order]
-        brk = np.flatnonzero((np.diff(ops) != 0) | (np.diff(t_done) != 0)) + 1
-        for a, b in zip(np.r_[0, brk].tolist(), np.r_[brk, len(ops)].tolist(), strict=True):
+        cut = np.flatnonzero((ops[1:] != ops[:-1]) | (t_done[1:] != t_done[:-1])) + 1
+        bounds = [0, *cut.tolist(), len(ops)]
+        for a, b in zip(bounds[:-1], bounds[1:], strict=True):
             self._push(float(t_done[a]), _DONE, (int(ops[a]), subs[a:b]))
 
     def _done(self, op: int, subs: np.ndarray, t: float) -> None:
@@ -604,10 +672,13 @@ class Engine:
             self.f_sent.a[done] = sent
             ops = self.f_op.a[done]
             subs = self.f_sub.a[done]
-            lat = np.empty(len(done))
-            for op in np.unique(ops).tolist():
-                m = ops == op
-                lat[m] = self.runs[op].prep.sub_latency_s[subs[m]]
+            if (ops == ops[0]).all():
+                lat = self.runs[int(ops[0])].prep.sub_latency_s[subs]
+            else:
+                lat = np.empty(len(done))
+                for op in np.unique(ops).tolist():
+                    m = ops == op
+                    lat[m] = self.runs[op].prep.sub_latency_s[subs[m]]
             end = sent + lat
             self.f_end.a[done] = end
             self._completions(ops, subs, np.maximum(end, t), t)
@@ -651,13 +722,12 @@ class Engine:
             self._launch(op, t)
 
     def _replay(self, op: int, key, fp: np.ndarray, t: float) -> None:
-        duration, segments, flows = self.memo[key]
+        rec: Record = self.memo[key]
         self.memo_hits += 1
         self.inflight[op] = _InFlight(fp, True, None)
         self.link_users[fp] += 1
-        for a, b, idx, vals in segments:
-            self.stats.add(t + a, t + b, idx, vals)
-        f_path, f_bytes, f_start, f_sent, f_end = flows
+        self.stats.add_record(t, rec)
+        f_path, f_bytes, f_start, f_sent, f_end = rec.flows
         if len(f_path):
             n0 = self.n_flows
             n1 = n0 + len(f_path)
@@ -671,14 +741,14 @@ class Engine:
             self.f_end.a[n0:n1] = t + f_end
             self.n_flows = n1
             self.op_flows[op] += len(f_path)
-        self._push(t + duration, _FINISH, op)
+        self._push(t + rec.duration_s, _FINISH, op)
 
     def _store(self, op: int, rec: _Recording, t: float) -> None:
         ids = np.concatenate(rec.flow_ids) if rec.flow_ids else np.zeros(0, dtype=np.int64)
         t0 = rec.t0
         flows = (self.f_path.a[ids], self.f_bytes.a[ids], self.f_start.a[ids] - t0, self.f_sent.a[ids] - t0,
                  self.f_end.a[ids] - t0)
-        self.memo[self.w.op_key[op]] = (t - t0, rec.segments, flows)
+        self.memo[self.w.op_key[op]] = Record.build(t - t0, rec.segments, self.stats.cap, flows)
         self.memo_records += 1
 
     # -- main loop ----------------------------------------------------------------------------------

@@ -106,41 +106,44 @@ def max_min_rates(flow_ptr: np.ndarray, link_idx: np.ndarray, capacity: np.ndarr
     [0.5, 1.5, 0.5]
     """
     flow_ptr = np.asarray(flow_ptr, dtype=np.int64)
-    # Work on the links in use only (numbered 0..m-1): every per-link array below is then small.
-    used, link_idx = np.unique(np.asarray(link_idx, dtype=np.int64), return_inverse=True)
-    num_links = used.size
-    residual = np.array(capacity, dtype=np.float64)[used]
-    deg = np.diff(flow_ptr)
+    link_idx = np.asarray(link_idx, dtype=np.int64)
+    if 4 * link_idx.size < capacity.size:
+        # few links in use: number them 0..m-1 so that every per-link array below is small
+        used, link_idx = np.unique(link_idx, return_inverse=True)
+        residual = np.array(capacity, dtype=np.float64)[used]
+    else:
+        residual = np.array(capacity, dtype=np.float64)
+    num_links = residual.size
+    deg = flow_ptr[1:] - flow_ptr[:-1]
     rates = np.empty(deg.size)
     flows = np.arange(deg.size)          # original index of each flow still rising
     starts = flow_ptr[:-1] - flow_ptr[0]
     inc_flow = np.repeat(np.arange(deg.size), deg)
     iterations = 0
-    keep_factor = 1.0 - _SHARE_RTOL
+    up = 1.0 + _SHARE_RTOL
     with np.errstate(divide="ignore", invalid="ignore"):
-        while flows.size:
+        while True:
             iterations += 1
             share = residual / np.bincount(link_idx, minlength=num_links)
             inc_share = share[link_idx]
             flow_min = np.minimum.reduceat(inc_share, starts)     # each flow's tightest link
-            inc_min = flow_min[inc_flow]
             # A link is a local bottleneck when its share is the smallest on every flow crossing it; then
             # all those flows saturate it together at that share (the global minimum always qualifies).
             blocked = np.zeros(num_links, dtype=bool)
-            blocked[link_idx[inc_min < inc_share * keep_factor]] = True
+            blocked[link_idx[(flow_min * up)[inc_flow] < inc_share]] = True
             frozen = np.zeros(flows.size, dtype=bool)
             frozen[inc_flow[~blocked[link_idx]]] = True
             # A frozen flow gets its own minimum (<= every share on its path), so no link overflows even
             # when several near-equal bottlenecks freeze in the same pass.
             rates[flows[frozen]] = flow_min[frozen]
-            inc_frozen = frozen[inc_flow]
-            residual -= np.bincount(link_idx[inc_frozen], weights=inc_min[inc_frozen], minlength=num_links)
+            if frozen.all():
+                break
+            given = np.where(frozen, flow_min, 0.0)
+            residual -= np.bincount(link_idx, weights=given[inc_flow], minlength=num_links)
             np.maximum(residual, 0.0, out=residual)
             keep = ~frozen
             flows = flows[keep]
-            if not flows.size:
-                break
-            link_idx = link_idx[~inc_frozen]
+            link_idx = link_idx[keep[inc_flow]]
             deg = deg[keep]
             ends = np.cumsum(deg)
             starts = ends - deg
@@ -161,15 +164,14 @@ def _gather_ranges(ptr: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np.nda
 class _Buffer:
     """A growing 1-D array (amortised doubling) exposing its filled prefix as ``view``."""
 
-    def __init__(self, dtype, fill=0):
-        self.data = np.full(64, fill, dtype=dtype)
+    def __init__(self, dtype):
+        self.data = np.zeros(256, dtype=dtype)
         self.size = 0
-        self.fill = fill
 
     def extend(self, values: np.ndarray) -> None:
         end = self.size + len(values)
         if end > self.data.size:
-            grown = np.full(max(end, 2 * self.data.size), self.fill, dtype=self.data.dtype)
+            grown = np.zeros(max(end, 2 * self.data.size), dtype=self.data.dtype)
             grown[: self.size] = self.data[: self.size]
             self.data = grown
         self.data[self.size:end] = values
@@ -178,6 +180,11 @@ class _Buffer:
     @property
     def view(self) -> np.ndarray:
         return self.data[: self.size]
+
+
+#: per-flow float arrays (indexed by flow id), grown together
+_FLOW_FIELDS = ("_size", "_start", "_finish", "_rate", "_rem0", "_t0", "_pred")
+_NO_IDS = np.zeros(0, dtype=np.int64)
 
 
 class FlowNetwork:
@@ -229,19 +236,16 @@ class FlowNetwork:
         self.busy_above_90_s = np.zeros(self.num_links)
         self.peak_active = 0
         self.stats = {"solves": 0, "flows_solved": 0, "iterations": 0, "steps": 0}
-        # per flow id
-        self._size = _Buffer(np.float64)
-        self._start = _Buffer(np.float64)
-        self._finish = _Buffer(np.float64, np.nan)
-        self._rate = _Buffer(np.float64)        # current rate (inf: not solved yet)
-        self._rem0 = _Buffer(np.float64)        # bytes left at time _t0
-        self._t0 = _Buffer(np.float64)
-        self._pred = _Buffer(np.float64)        # predicted finish time at the current rates
-        self._fptr = _Buffer(np.int64)
-        self._fptr.extend(np.zeros(1, dtype=np.int64))
+        self._busy_threshold = _BUSY_FRACTION * capacity
+        # per flow id: size, start, finish (NaN in flight), rate (inf: not solved yet), bytes left rem0 at
+        # time t0, predicted finish pred at the current rate; links in CSR (_fptr, _flinks)
+        self._num_flows = 0
+        for name in _FLOW_FIELDS:
+            setattr(self, name, np.zeros(0))
+        self._fptr = np.zeros(1, dtype=np.int64)
         self._flinks = _Buffer(np.int64)
-        # flows in flight, per-link state of them
-        self._active = np.zeros(0, dtype=np.int64)
+        # flows in flight and per-link state of them
+        self._active = _NO_IDS
         self._count = np.zeros(self.num_links, dtype=np.int64)
         self._load = np.zeros(self.num_links)
         self._theta = math.inf                  # rates below this survive the next re-solve
@@ -256,7 +260,7 @@ class FlowNetwork:
     @property
     def num_flows(self) -> int:
         """Flows ever added."""
-        return self._size.size
+        return self._num_flows
 
     @property
     def num_active(self) -> int:
@@ -271,27 +275,26 @@ class FlowNetwork:
     @property
     def finish_s(self) -> np.ndarray:
         """Time the last byte of each flow was sent (NaN while in flight), indexed by flow id."""
-        return self._finish.view
+        return self._finish[: self._num_flows]
 
     @property
     def start_s(self) -> np.ndarray:
         """Start time of each flow, indexed by flow id."""
-        return self._start.view
+        return self._start[: self._num_flows]
 
     @property
     def size_bytes(self) -> np.ndarray:
         """Size of each flow, indexed by flow id."""
-        return self._size.view
+        return self._size[: self._num_flows]
 
     def flow_links(self, flow_id: int) -> np.ndarray:
         """Link ids of one flow's path, in path order."""
-        ptr = self._fptr.view
-        return self._flinks.view[ptr[flow_id]:ptr[flow_id + 1]].copy()
+        return self._flinks.data[self._fptr[flow_id]:self._fptr[flow_id + 1]].copy()
 
     def active_flows(self) -> tuple[np.ndarray, np.ndarray]:
         """Ids of the flows in flight and their current max-min rates (bytes/s)."""
         self._solve_if_dirty()
-        return self._active.copy(), self._rate.view[self._active].copy()
+        return self._active.copy(), self._rate[self._active]
 
     def link_load_bytes_per_s(self) -> np.ndarray:
         """Current load of each link: the sum of the rates of the flows crossing it."""
@@ -348,37 +351,44 @@ class FlowNetwork:
         size = np.asarray(size_bytes, dtype=np.float64).reshape(-1)
         ptr = np.asarray(link_ptr, dtype=np.int64).reshape(-1)
         links = np.asarray(link_idx, dtype=np.int64).reshape(-1)
-        self._check_flows(now_s, ptr, links, size)
+        deg = self._check_flows(now_s, ptr, links, size)
         if now_s > self.now_s:
             self._pending.append(self.advance(now_s))
         n = size.size
-        first = self.num_flows
-        ids = np.arange(first, first + n, dtype=np.int64)
-        deg = np.diff(ptr)
-        self._size.extend(size)
-        self._start.extend(np.full(n, now_s))
-        self._finish.extend(np.full(n, np.nan))
-        self._rate.extend(np.full(n, np.inf))
-        self._rem0.extend(size)
-        self._t0.extend(np.full(n, now_s))
-        self._pred.extend(np.full(n, np.inf))
-        self._flinks.extend(links[ptr[0]:ptr[-1]])
-        self._fptr.extend(self._fptr.view[-1] + np.cumsum(deg))
+        first = self._num_flows
+        self._reserve(n)
+        end = first + n
+        ids = np.arange(first, end, dtype=np.int64)
+        new_links = links[ptr[0]:ptr[-1]]
+        self._size[first:end] = size
+        self._start[first:end] = now_s
+        self._finish[first:end] = np.nan
+        self._rate[first:end] = np.inf
+        self._rem0[first:end] = size
+        self._t0[first:end] = now_s
+        self._pred[first:end] = np.inf
+        self._fptr[first + 1:end + 1] = self._fptr[first] + (ptr[1:] - ptr[0])
+        self._flinks.extend(new_links)
+        self._num_flows = end
         instant = (size <= 0) | (deg == 0)
         if instant.any():
-            self._finish.view[ids[instant]] = now_s
+            self._finish[ids[instant]] = now_s
             self._pending.append(ids[instant])
-        new = ids[~instant]
-        if new.size:
-            pos, lptr = _gather_ranges(self._fptr.view, new)
-            new_links = self._flinks.view[pos]
-            self._count += np.bincount(new_links, minlength=self.num_links)
-            # Lower bound of a joining flow's rate: min over its links of capacity / flows on the link.
-            bound = np.minimum.reduceat(self.capacity[new_links] / self._count[new_links], lptr[:-1])
-            self._theta = min(self._theta, float(bound.min()))
-            self._active = np.concatenate([self._active, new])
-            self.peak_active = max(self.peak_active, self._active.size)
-            self._dirty = True
+            new = ids[~instant]
+            if not new.size:
+                return ids
+            pos, lptr = _gather_ranges(self._fptr, new)
+            new_links = self._flinks.data[pos]
+        else:
+            new = ids
+        count = self._count
+        count += np.bincount(new_links, minlength=self.num_links)
+        # Lower bound of a joining flow's rate: min over its links of capacity / flows on the link.
+        bound = float((self.capacity[new_links] / count[new_links]).min())
+        self._theta = min(self._theta, bound)
+        self._active = np.concatenate([self._active, new])
+        self.peak_active = max(self.peak_active, self._active.size)
+        self._dirty = True
         return ids
 
     def next_completion_s(self) -> float:
@@ -386,7 +396,8 @@ class FlowNetwork:
         current batch (``completion_quantile > 0``); ``now_s`` when completions wait; inf when idle."""
         if self._pending:
             return self.now_s
-        self._solve_if_dirty()
+        if self._dirty:
+            self._solve()
         return self._next_s
 
     def advance(self, t_s: float) -> np.ndarray:
@@ -413,9 +424,11 @@ class FlowNetwork:
         done = self._pending
         self._pending = []
         while True:
-            self._solve_if_dirty()
+            if self._dirty:
+                self._solve()
             if not self._active.size:
-                self.now_s = float(t_s) if math.isfinite(t_s) else self.now_s
+                if math.isfinite(t_s):
+                    self.now_s = float(t_s)
                 break
             target = min(self._next_s, t_s)
             finished = self._step(target)
@@ -424,83 +437,100 @@ class FlowNetwork:
             if target >= t_s:
                 break
         if not done:
-            return np.zeros(0, dtype=np.int64)
-        return np.concatenate(done)
+            return _NO_IDS
+        return done[0] if len(done) == 1 else np.concatenate(done)
 
     # ----------------------------------------------------------------- internals
-    def _check_flows(self, now_s, ptr, links, size) -> None:
+    def _reserve(self, n: int) -> None:
+        """Room for ``n`` more flows in the per-flow arrays (amortised doubling)."""
+        need = self._num_flows + n
+        have = self._size.size
+        if need <= have:
+            return
+        grow = max(need, 2 * have, 256)
+        for name in _FLOW_FIELDS:
+            old = getattr(self, name)
+            new = np.zeros(grow)
+            new[: self._num_flows] = old[: self._num_flows]
+            setattr(self, name, new)
+        fptr = np.zeros(grow + 1, dtype=np.int64)
+        fptr[: self._num_flows + 1] = self._fptr[: self._num_flows + 1]
+        self._fptr = fptr
+
+    def _check_flows(self, now_s, ptr, links, size) -> np.ndarray:
+        """Validate one ``add_flows`` call; return the number of links of each flow."""
         if not (math.isfinite(now_s) and now_s >= self.now_s):
             raise SimError(f"add_flows: start time {now_s} is before the network's clock {self.now_s}")
         if ptr.size != size.size + 1:
             raise SimError(f"add_flows: link_ptr has {ptr.size} entries for {size.size} flows (want n + 1)")
-        if size.size and (np.any(np.diff(ptr) < 0) or ptr[0] < 0 or ptr[-1] > links.size):
+        deg = ptr[1:] - ptr[:-1]
+        if size.size and ((deg < 0).any() or ptr[0] < 0 or ptr[-1] > links.size):
             raise SimError("add_flows: link_ptr is not a non-decreasing index into link_idx")
-        used = links[ptr[0]:ptr[-1]] if size.size else links[:0]
+        used = links[ptr[0]:ptr[-1]]
         if used.size and (used.min() < 0 or used.max() >= self.num_links):
             bad = int(used[(used < 0) | (used >= self.num_links)][0])
             raise SimError(f"add_flows: link id {bad} is not in 0..{self.num_links - 1}")
-        if not np.all(np.isfinite(size)) or np.any(size < 0):
+        if not (size >= 0).all() or not np.isfinite(size).all():   # NaN fails the first test
             row = int(np.flatnonzero(~np.isfinite(size) | (size < 0))[0])
             raise SimError(f"add_flows: size_bytes[{row}] = {size[row]} is not a finite size >= 0")
+        return deg
 
     def _solve_if_dirty(self) -> None:
         if self._dirty:
             self._solve()
-            self._dirty = False
 
     def _solve(self) -> None:
         """Re-solve the flows whose rate may change (rate >= theta, or new) on the capacity left over."""
+        self._dirty = False
         act = self._active
-        rate = self._rate.data
-        cand = act[rate[act] >= self._theta * (1.0 - 1e-9)] if math.isfinite(self._theta) else act
+        theta = self._theta
         self._theta = math.inf
+        if not act.size:
+            self._next_s = math.inf
+            return
+        cand = act[self._rate[act] >= theta * (1.0 - 1e-9)] if theta < math.inf else act
         if cand.size:
             self._resolve(cand)
         np.maximum(self.peak_utilization, self._load / self.capacity, out=self.peak_utilization)
-        pred = self._pred.data[act]
-        q = self.completion_quantile
-        if not pred.size:
-            self._next_s = math.inf
-        elif q > 0.0 and pred.size > 1:
-            k = int(q * pred.size)
-            self._next_s = float(np.partition(pred, k)[k]) if k else float(pred.min())
-        else:
-            self._next_s = float(pred.min())
+        pred = self._pred[act]
+        k = int(self.completion_quantile * pred.size)
+        self._next_s = float(np.partition(pred, k)[k]) if k else float(pred.min())
 
     def _resolve(self, cand: np.ndarray) -> None:
         """Max-min rates of flows ``cand`` on the capacity the other flows leave; update their state."""
-        rate = self._rate.data
+        rate = self._rate
         everyone = cand.size == self._active.size
-        pos, lptr = _gather_ranges(self._fptr.view, cand)
-        links = self._flinks.view[pos]
-        deg = np.diff(lptr)
+        pos, lptr = _gather_ranges(self._fptr, cand)
+        links = self._flinks.data[pos]
+        deg = lptr[1:] - lptr[:-1]
         old = rate[cand]
-        old_known = np.where(np.isfinite(old), old, 0.0)
+        old_known = np.where(old < math.inf, old, 0.0)
         if everyone:   # a full solve also clears any drift of the incremental load
             residual = self.capacity
         else:
-            old_load = np.bincount(links, weights=np.repeat(old_known, deg), minlength=self.num_links)
+            old_load = np.bincount(links, weights=old_known.repeat(deg), minlength=self.num_links)
             residual = self.capacity - (self._load - old_load)
         new, iters = max_min_rates(lptr, links, residual)
-        if not everyone and not np.all(new > 0.0):
+        if not everyone and not (new > 0.0).all():
             # Only float rounding at an exact tie can starve a flow here; a full solve is always safe.
             self._resolve(self._active)
             return
-        new_load = np.bincount(links, weights=np.repeat(new, deg), minlength=self.num_links)
+        new_load = np.bincount(links, weights=new.repeat(deg), minlength=self.num_links)
         if everyone:
             self._load = new_load
         else:
             self._load += new_load - old_load
             self._load[self._count == 0] = 0.0   # no drift on idle links
         now = self.now_s
-        rem = self._rem0.data[cand] - old_known * (now - self._t0.data[cand])
-        self._rem0.data[cand] = rem
-        self._t0.data[cand] = now
+        rem = self._rem0[cand] - old_known * (now - self._t0[cand])
+        self._rem0[cand] = rem
+        self._t0[cand] = now
         rate[cand] = new
-        self._pred.data[cand] = now + rem / new
-        self.stats["solves"] += 1
-        self.stats["flows_solved"] += cand.size
-        self.stats["iterations"] += iters
+        self._pred[cand] = now + rem / new
+        stats = self.stats
+        stats["solves"] += 1
+        stats["flows_solved"] += cand.size
+        stats["iterations"] += iters
 
     def _step(self, target_s: float) -> np.ndarray:
         """Move to ``target_s`` at the current rates; complete the flows predicted to finish by then."""
@@ -508,71 +538,76 @@ class FlowNetwork:
         dt = target_s - now
         self.stats["steps"] += 1
         act = self._active
-        pred = self._pred.data[act]
-        slack = max(_TIME_RTOL * dt, 4.0 * np.spacing(target_s))
+        pred = self._pred[act]
+        slack = max(_TIME_RTOL * dt, 4.0 * math.ulp(target_s))
         fin_mask = pred <= target_s + slack
-        fin = act[fin_mask]
         load = self._load
-        self.link_bytes += load * dt
-        if self.bin_s is not None and dt > 0:
-            self._bin_constant(now, target_s, load)
-        if fin.size:
-            fin_pred = pred[fin_mask]
-            pos, lptr = _gather_ranges(self._fptr.view, fin)
-            links = self._flinks.view[pos]
-            deg = np.diff(lptr)
-            fin_rate = self._rate.data[fin]
-            # Bytes left at target (negative for flows that finished inside the step): bytes conservation.
-            left = self._rem0.data[fin] - fin_rate * (target_s - self._t0.data[fin])
-            inc_left = np.repeat(left, deg)
-            self.link_bytes += np.bincount(links, weights=inc_left, minlength=self.num_links)
-            end = np.minimum(fin_pred, target_s)
-            inc_end = np.repeat(end, deg)
+        if dt > 0:
+            self.link_bytes += load * dt
             if self.bin_s is not None:
-                self._bin_amounts(target_s, links, inc_end, inc_left)
-            self._busy(now, target_s, links, inc_end, np.repeat(fin_rate, deg), slack)
-            self._finish.data[fin] = end
-            self._count -= np.bincount(links, minlength=self.num_links)
-            self._load -= np.bincount(links, weights=np.repeat(fin_rate, deg), minlength=self.num_links)
-            self._load[self._count == 0] = 0.0
-            self._theta = min(self._theta, float(fin_rate.min()))
-            self._active = act[~fin_mask]
-            self._dirty = True
-            order = np.argsort(end, kind="stable")
-            fin = fin[order]
-        else:
-            self._busy(now, target_s, np.zeros(0, np.int64), np.zeros(0), np.zeros(0), slack)
+                self._bin_constant(now, target_s, load)
         self.now_s = float(target_s)
+        if not fin_mask.any():
+            if dt > 0:
+                self.busy_above_90_s[load > self._busy_threshold] += dt
+            return _NO_IDS
+        fin = act[fin_mask]
+        fin_pred = pred[fin_mask]
+        pos, lptr = _gather_ranges(self._fptr, fin)
+        links = self._flinks.data[pos]
+        deg = lptr[1:] - lptr[:-1]
+        fin_rate = self._rate[fin]
+        # Bytes left at target (negative for flows that finished inside the step): bytes conservation.
+        left = self._rem0[fin] - fin_rate * (target_s - self._t0[fin])
+        inc_left = left.repeat(deg)
+        self.link_bytes += np.bincount(links, weights=inc_left, minlength=self.num_links)
+        end = np.minimum(fin_pred, target_s)
+        inc_end = end.repeat(deg)
+        inc_rate = fin_rate.repeat(deg)
+        if self.bin_s is not None:
+            self._bin_amounts(target_s, links, inc_end, inc_left)
+        if dt > 0:
+            self._busy(now, target_s, links, inc_end, inc_rate, slack)
+        self._finish[fin] = end
+        count = self._count
+        count -= np.bincount(links, minlength=self.num_links)
+        load -= np.bincount(links, weights=inc_rate, minlength=self.num_links)
+        load[count == 0] = 0.0
+        self._theta = min(self._theta, float(fin_rate.min()))
+        self._active = act[~fin_mask]
+        self._dirty = True
+        if fin.size > 1:
+            fin = fin[np.argsort(end, kind="stable")]
         return fin
 
     def _busy(self, t0: float, t1: float, links, end_s, rate, slack: float) -> None:
         """Add the time each link stayed above 90 % within [t0, t1]; loads drop at ``end_s`` by ``rate``
         (drops within ``slack`` of t1 are completions at t1)."""
-        threshold = _BUSY_FRACTION * self.capacity
+        threshold = self._busy_threshold
         hot = self._load > threshold
-        if not hot.any() or t1 <= t0:
+        sel = hot[links] & (end_s < t1 - slack)
+        if not sel.any():
+            self.busy_above_90_s[hot] += t1 - t0
             return
         until = np.full(self.num_links, t1)
-        sel = hot[links] & (end_s < t1 - slack)
-        if sel.any():
-            lk, te, dr = links[sel], end_s[sel], rate[sel]
-            order = np.lexsort((te, lk))
-            lk, te, dr = lk[order], te[order], dr[order]
-            csum = np.cumsum(dr)
-            first = np.r_[True, lk[1:] != lk[:-1]]
-            group_start = np.maximum.accumulate(np.where(first, np.arange(lk.size), 0))
-            before = np.where(group_start > 0, csum[group_start - 1], 0.0)
-            drops = self._load[lk] - (csum - before) <= threshold[lk]
-            idx = np.flatnonzero(drops)
-            if idx.size:
-                ulinks, first_idx = np.unique(lk[idx], return_index=True)
-                until[ulinks] = te[idx[first_idx]]
+        lk, te, dr = links[sel], end_s[sel], rate[sel]
+        order = np.lexsort((te, lk))
+        lk, te, dr = lk[order], te[order], dr[order]
+        csum = np.cumsum(dr)
+        first = np.r_[True, lk[1:] != lk[:-1]]
+        group_start = np.maximum.accumulate(np.where(first, np.arange(lk.size), 0))
+        before = np.where(group_start > 0, csum[group_start - 1], 0.0)
+        drops = self._load[lk] - (csum - before) <= threshold[lk]
+        idx = np.flatnonzero(drops)
+        if idx.size:
+            ulinks, first_idx = np.unique(lk[idx], return_index=True)
+            until[ulinks] = te[idx[first_idx]]
         self.busy_above_90_s[hot] += until[hot] - t0
 
     def _bin_rows(self, k0: int, k1: int) -> int:
         """Row of bin ``k0`` in the time series, creating rows for bins k0..k1 (time only moves forward)."""
         index = self._bin_index
-        last = int(index.view[-1]) if index.size else -1
+        last = int(index.data[index.size - 1]) if index.size else -1
         first_new = max(k0, last + 1)
         if k1 >= first_new:
             need = index.size + (k1 - first_new + 1)
@@ -591,18 +626,20 @@ class FlowNetwork:
     def _bin_constant(self, t0: float, t1: float, load: np.ndarray) -> None:
         k0, k1 = self._bin_span(t0, t1)
         row = self._bin_rows(k0, k1)
+        if k0 == k1:   # the common case: the step lies inside one bin
+            self._bin_bytes[row] += (t1 - t0) * load
+            return
         edges = np.clip(np.arange(k0, k1 + 2) * self.bin_s, t0, t1)
         overlap = np.diff(edges)
         self._bin_bytes[row:row + overlap.size] += overlap[:, None] * load[None, :]
 
     def _bin_amounts(self, t1: float, links, start_s, amount) -> None:
         """Spread ``amount`` bytes per incidence uniformly over [start_s, t1] (at t1 when empty)."""
-        keep = amount != 0.0
-        if not keep.any():
-            return
-        links, start_s, amount = links[keep], start_s[keep], amount[keep]
         k0, k1 = self._bin_span(float(start_s.min()), t1)
         row = self._bin_rows(k0, k1)
+        if k0 == k1:
+            self._bin_bytes[row] += np.bincount(links, weights=amount, minlength=self.num_links)
+            return
         width = t1 - start_s
         point = width <= 0.0
         if point.any():
@@ -616,4 +653,3 @@ class FlowNetwork:
             if share.any():
                 self._bin_bytes[row + (k - k0)] += np.bincount(links, weights=amount * share,
                                                                minlength=self.num_links)
-

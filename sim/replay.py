@@ -102,19 +102,17 @@ def build_ops(df: pd.DataFrame, comms: Mapping[str, list[int]]) -> tuple[OpTable
                                         zip(sub["comm"], sub["rank"], sub["split_bytes"], strict=True),
                                         strict=True):
                     split_rows.setdefault(int(g), []).append((c, int(r), v))
+        f_comm, f_seq, f_op = first["comm"].tolist(), first["seq"].tolist(), first["op"].tolist()
+        f_bytes, f_root = first["bytes"].tolist(), first["root"].tolist()
         for g in ok_groups.tolist():
-            rec = first.iloc[g]
-            comm = rec["comm"]
-            rows.append(dict(kind="coll", comm=comm, seq=int(rec["seq"]), op=rec["op"],
-                             rank_bytes=int(rec["bytes"]), root=int(rec["root"]), nranks=len(members[comm]),
-                             src=-1, dst=-1, members=members[comm]))
+            comm = f_comm[g]
+            mem = members[comm]
+            rows.append(dict(kind="coll", comm=comm, seq=int(f_seq[g]), op=f_op[g], rank_bytes=int(f_bytes[g]),
+                             root=int(f_root[g]), nranks=len(mem), src=-1, dst=-1, members=mem))
             split = None
-            if g in split_rows:
-                mem = members[comm]
+            if g in split_rows:  # rows without splits send ``bytes`` to every peer
                 pos = {int(r): i for i, r in enumerate(mem)}
-                split = np.zeros((len(mem), len(mem)), dtype=np.int64)
-                full = np.full(len(mem), int(rec["bytes"]), dtype=np.int64)
-                split[:] = full[None, :]
+                split = np.full((len(mem), len(mem)), int(f_bytes[g]), dtype=np.int64)
                 for _, r, v in split_rows[g]:
                     split[pos[r]] = np.asarray(v, dtype=np.int64)
             splits.append(split)
@@ -235,7 +233,7 @@ class Preparer:
     """
 
     def __init__(self, ops: OpTable, router, paths: PathTable, algo: str, graph: nx.Graph, meta: Mapping,
-                 plan_options: Mapping[str, Any] | None = None) -> None:
+                 plan_options: Mapping[str, Any] | None = None, plans: dict | None = None) -> None:
         self.ops = ops
         self.router = router
         self.paths = paths
@@ -245,8 +243,10 @@ class Preparer:
         self.plan_options = dict(plan_options or {})
         self.cache: dict[Any, PreparedOp] = {}
         self.keys = op_keys(ops, algo)
-        self._frame = ops.frame
-        self._kind = ops.frame["kind"].to_numpy()
+        self._records = ops.frame.to_dict("records")
+        # plans depend on the graph only through servers and per-GPU link rates, which the ideal fabric
+        # keeps: the real and the ideal run share them
+        self.plans: dict = {} if plans is None else plans
 
     def __call__(self, op: int) -> PreparedOp:
         key = self.keys[op]
@@ -257,11 +257,14 @@ class Preparer:
         return hit
 
     def _prepare(self, op: int) -> PreparedOp:
-        rec = self._frame.iloc[op]
-        if self._kind[op] == "p2p":
-            plan = plan_p2p(rec, self.algo, self.graph, self.plan_options)
-        else:
-            plan = plan_op(rec, self.ops.splits[op], self.algo, self.graph, self.meta, self.plan_options)
+        rec = self._records[op]
+        plan = self.plans.get(self.keys[op])
+        if plan is None:
+            if rec["kind"] == "p2p":
+                plan = plan_p2p(rec, self.algo, self.graph, self.plan_options)
+            else:
+                plan = plan_op(rec, self.ops.splits[op], self.algo, self.graph, self.meta, self.plan_options)
+            self.plans[self.keys[op]] = plan
         src, dst = np.asarray(plan.src, np.int64), np.asarray(plan.dst, np.int64)
         nbytes = np.asarray(plan.bytes, np.float64)
         channel = np.asarray(plan.channel, np.int64)
@@ -303,7 +306,7 @@ class Preparer:
 
 
 
-def plan_op(rec: pd.Series, split: np.ndarray | None, algo: str, graph: nx.Graph, meta: Mapping,
+def plan_op(rec: Mapping, split: np.ndarray | None, algo: str, graph: nx.Graph, meta: Mapping,
             options: Mapping[str, Any]):
     """:func:`sim.collectives.plan_collective` for one collective op instance (ring orders from the
     trace metadata when it logged them)."""
@@ -314,7 +317,7 @@ def plan_op(rec: pd.Series, split: np.ndarray | None, algo: str, graph: nx.Graph
                            split_bytes=split, rings=rings, graph=graph, **options)
 
 
-def plan_p2p(rec: pd.Series, algo: str, graph: nx.Graph, options: Mapping[str, Any]):
+def plan_p2p(rec: Mapping, algo: str, graph: nx.Graph, options: Mapping[str, Any]):
     """:func:`sim.collectives.plan_collective` for a matched Send/Recv pair."""
     from sim.collectives import plan_collective
 
@@ -506,7 +509,7 @@ def simulate(trace_df: pd.DataFrame, topology, algo: str = "auto", routing: str 
         ideal_graph = topologies.nonblocking(graph)
         irouter = Router(ideal_graph, routing=routing, seed=seed)
         ipaths = PathTable(irouter.links["capacity_gbps"].to_numpy(), irouter.links["latency_us"].to_numpy())
-        iprep = Preparer(ops, irouter, ipaths, algo, ideal_graph, meta, plan_options)
+        iprep = Preparer(ops, irouter, ipaths, algo, ideal_graph, meta, plan_options, plans=prep.plans)
         ideal_log = run_engine(workload, iprep, irouter, ipaths, timing=timing, completion_quantile=quantile,
                                bin_s=None, memoize=memoize, progress=progress, describe=describe)
     if user_progress is not None:

@@ -32,10 +32,10 @@ ALGOS = ("auto", "ring", "tree", "direct")
 ROUTINGS = ("ecmp", "spray", "single")
 #: Columns of a row that describe the point (the rest are the §6 summary figures).
 POINT_COLUMNS = ("point", "topo", "algo", "routing", "seed")
-#: Summary figures of the comparison plots, with their axis labels.
-PLOTTED = (("makespan_s", "makespan (s)"),
-           ("makespan_vs_ideal", "makespan / ideal makespan"),
-           ("slowdown_p99", "collective slowdown p99"))
+#: Summary figures of the comparison plots: column, axis label, transform to the plotted value.
+PLOTTED = (("makespan_s", "makespan (ms)", lambda v: v * 1e3),
+           ("makespan_vs_ideal", "makespan over ideal (%)", lambda v: (v - 1.0) * 100.0),
+           ("slowdown_p99", "collective slowdown p99 (x ideal)", lambda v: v))
 
 
 @dataclass(frozen=True)
@@ -344,9 +344,9 @@ def plot_sweep(table: pd.DataFrame, path: str | Path, title: str = "") -> Path:
     import seaborn as sns
     from matplotlib.figure import Figure
 
-    shown = [(c, label) for c, label in PLOTTED if c in table.columns and table[c].notna().any()]
+    shown = [(c, label, f) for c, label, f in PLOTTED if c in table.columns and table[c].notna().any()]
     sns.set_theme(style="whitegrid", context="notebook")
-    fig = Figure(figsize=(4.2 * max(len(shown), 1) + 1.5, 4.5), layout="constrained")
+    fig = Figure(figsize=(4.2 * max(len(shown), 1) + 1.0, 5.0), layout="constrained")
     axes = fig.subplots(1, max(len(shown), 1), squeeze=False).ravel()
     vary = varying_columns(table)
     data = table.copy()
@@ -354,10 +354,21 @@ def plot_sweep(table: pd.DataFrame, path: str | Path, title: str = "") -> Path:
     if vary:
         hue = "setting"
         data[hue] = data[vary].astype(str).apply(lambda r: ", ".join(f"{k}={v}" for k, v in r.items()), axis=1)
-    for ax, (column, label) in zip(axes, shown, strict=False):
-        sns.barplot(data, x="topo", y=column, hue=hue, ax=ax, errorbar=None, legend=ax is axes[0])
+    for ax, (column, label, transform) in zip(axes, shown, strict=False):
+        data["_y"] = transform(data[column].astype(float))
+        sns.barplot(data, x="topo", y="_y", hue=hue, ax=ax, errorbar=None, legend=False)
+        for bars in ax.containers:
+            ax.bar_label(bars, fmt="%.3g", fontsize=8)
+        if column == "slowdown_p99":
+            ax.set_ylim(bottom=1.0)  # 1 = as fast as on the ideal fabric
         ax.set(xlabel="", ylabel=label)
         ax.tick_params(axis="x", labelrotation=20)
+    if hue is not None:
+        import matplotlib.patches as mpatches
+
+        palette = sns.color_palette(n_colors=data[hue].nunique())
+        handles = [mpatches.Patch(color=c, label=name) for c, name in zip(palette, pd.unique(data[hue]), strict=True)]
+        fig.legend(handles=handles, loc="outside lower center", ncols=min(len(handles), 4), frameon=False)
     fig.suptitle(title or "which topology wins (lower is better)")
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)

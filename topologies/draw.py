@@ -83,7 +83,7 @@ def _draw_layered(graph: nx.Graph, ax) -> None:
         nx.draw_networkx_labels(graph, {n: (x, y - 0.18) for n, (x, y) in pos.items()}, ax=ax, font_size=6)
     for level, (tier, _) in enumerate(sorted(layers.items())):
         ax.text(-0.02, level, TIER_ORDER[tier] if tier < len(TIER_ORDER) else "other", ha="right", va="center")
-    ax.legend(loc="upper right", fontsize=8)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False)
     ax.set_xlim(-0.12, 1.02)
 
 

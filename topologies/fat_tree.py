@@ -65,7 +65,7 @@ def fat_tree(
         Switch radix, even and >= 2; the fabric has ``k**3/4`` host ports. Default: the smallest even ``k``
         holding ``num_gpus``.
     num_gpus : int, optional
-        GPUs to attach (a multiple of ``gpus_per_server``); ports fill in order and spare ports stay empty.
+        GPUs to attach; ports fill in order and spare ports stay empty (the last server may be partial).
         Default: as many whole servers as ``k`` holds, or 128 when ``k`` is not given either.
     gpus_per_server : int
         GPUs per server sharing one NVSwitch node (1: no NVLink domain).
@@ -105,7 +105,7 @@ def fat_tree(
                           oversubscription)
     gps = common["gpus_per_server"]
     if k is None:
-        num_gpus = check_num_gpus(where, DEFAULT_NUM_GPUS if num_gpus is None else num_gpus, gps)
+        num_gpus = check_num_gpus(where, DEFAULT_NUM_GPUS if num_gpus is None else num_gpus)
         k = smallest_k(num_gpus)
     else:
         k = check_int("k", k, 2, where)
@@ -113,10 +113,8 @@ def fat_tree(
             raise TopologyError(f"{where}: k must be even, got k={k}")
         hosts = k**3 // 4
         if num_gpus is None:
-            num_gpus = hosts // gps * gps
-            if num_gpus == 0:
-                raise TopologyError(f"{where} with k={k} holds {hosts} GPUs, less than one server of {gps}")
-        num_gpus = check_num_gpus(where, num_gpus, gps)
+            num_gpus = hosts // gps * gps or hosts  # whole servers when at least one fits
+        num_gpus = check_num_gpus(where, num_gpus)
         if num_gpus > hosts:
             raise TopologyError(f"{where} with k={k} holds {hosts} GPUs, fewer than num_gpus={num_gpus}")
     half = k // 2

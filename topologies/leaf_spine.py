@@ -49,7 +49,7 @@ def leaf_spine(
     Parameters
     ----------
     num_gpus : int, optional
-        GPUs (a multiple of ``gpus_per_server``). Default: ``num_leaves * gpus_per_leaf`` if
+        GPUs (the last server may be partial). Default: ``num_leaves * gpus_per_leaf`` if
         ``num_leaves`` is given, else 128.
     gpus_per_server : int
         GPUs per server sharing one NVSwitch node (1: no NVLink domain).
@@ -98,7 +98,7 @@ def leaf_spine(
     gps, over = common["gpus_per_server"], common["oversubscription"]
     radix = check_int("radix", radix, 2, where)
     if num_gpus is not None:
-        num_gpus = check_num_gpus(where, num_gpus, gps)
+        num_gpus = check_num_gpus(where, num_gpus)
     if gpus_per_leaf is None:
         ports = math.floor(radix * over / (1 + over))
         gpus_per_leaf = ports // gps * gps
@@ -106,8 +106,9 @@ def leaf_spine(
             raise TopologyError(f"{where}: a leaf of radix {radix} has {ports} host ports, less than one server "
                                 f"of {gps} GPUs; raise radix or set gpus_per_leaf")
         wanted = num_gpus if num_gpus is not None else (None if num_leaves is not None else DEFAULT_NUM_GPUS)
-        if wanted is not None and num_leaves is None and wanted <= gpus_per_leaf and wanted // gps >= 2:
-            gpus_per_leaf = math.ceil(wanted // gps / 2) * gps
+        servers = math.ceil(wanted / gps) if wanted is not None else 0
+        if num_leaves is None and wanted is not None and wanted <= gpus_per_leaf and servers >= 2:
+            gpus_per_leaf = math.ceil(servers / 2) * gps
     gpus_per_leaf = check_int("gpus_per_leaf", gpus_per_leaf, 1, where)
     if gpus_per_leaf % gps:
         raise TopologyError(f"{where}: gpus_per_leaf={gpus_per_leaf} is not a multiple of gpus_per_server={gps}")
@@ -117,7 +118,7 @@ def leaf_spine(
     num_leaves = check_int("num_leaves", num_leaves, 1, where)
     if num_gpus is None:
         num_gpus = num_leaves * gpus_per_leaf
-    num_gpus = check_num_gpus(where, num_gpus, gps)
+    num_gpus = check_num_gpus(where, num_gpus)
     if num_gpus > num_leaves * gpus_per_leaf:
         raise TopologyError(f"{where} with {num_leaves} leaves of {gpus_per_leaf} GPUs holds "
                             f"{num_leaves * gpus_per_leaf} GPUs, fewer than num_gpus={num_gpus}")

@@ -62,7 +62,7 @@ def rail_optimized(
     Parameters
     ----------
     num_gpus : int, optional
-        GPUs (a multiple of ``gpus_per_server``). Default: ``num_units * servers_per_unit *
+        GPUs (the last server may be partial). Default: ``num_units * servers_per_unit *
         gpus_per_server`` when both are given, else 128.
     gpus_per_server : int
         GPUs per server; also the number of rails.
@@ -93,9 +93,8 @@ def rail_optimized(
 
     References
     ----------
-    .. [1] NVIDIA, "NVIDIA DGX SuperPOD: Next Generation Scalable Infrastructure for AI Leadership,
-       Reference Architecture Featuring NVIDIA DGX H100 Systems" (RA-11333-001), 2023: rail-optimized
-       compute fabric, scalable units of 32 DGX.
+    .. [1] NVIDIA, "NVIDIA DGX SuperPOD Reference Architecture, featuring NVIDIA DGX H100 systems", 2023:
+       rail-optimized InfiniBand compute fabric built from scalable units of 32 DGX H100.
     .. [2] NVIDIA, "Doubling all2all Performance with NVIDIA Collective Communication Library 2.12"
        (PXN), NVIDIA Technical Blog, 2022.
 
@@ -177,8 +176,8 @@ def _rail_fabric(where, shared_spines, num_gpus, gpus_per_server, servers_per_un
             num_gpus = servers_per_unit * num_units * gps
         else:
             num_gpus = DEFAULT_NUM_GPUS
-    num_gpus = check_num_gpus(where, num_gpus, gps)
-    servers = num_gpus // gps
+    num_gpus = check_num_gpus(where, num_gpus)
+    servers = math.ceil(num_gpus / gps)
     if servers_per_unit is None:
         per_unit = SUPERPOD_SERVERS_PER_UNIT if num_units is None else math.ceil(servers / num_units)
         servers_per_unit = min(per_unit, servers)

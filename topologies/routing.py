@@ -322,6 +322,13 @@ class Router:
             paths += np.bincount(keys[m], weights=paths[nxt[m]], minlength=T * S)
         return paths
 
+    @cached_property
+    def _nh_cum(self) -> np.ndarray:
+        """Running total, over the whole next-hop table, of the paths behind each next hop (non-decreasing)."""
+        S = self._S
+        target = np.repeat(np.arange(self._T * S) // max(S, 1), self._nh_cnt)
+        return np.cumsum(self._num_paths[target * S + self._sw_of[self._ldst[self._nh_lid]]])
+
     # ------------------------------------------------------------------------------------------ API
     def route(self, src_gpu, dst_gpu, flow_key=0) -> Routes:
         """Route a batch of flows.
@@ -522,7 +529,7 @@ class Router:
         length = best[flow].astype(np.int64) + 1
         out = np.full((len(flow), int(length.max())), -1, dtype=np.int64)
         out[:, 0] = self._acc_lid[af, choice]
-        width = int(self._nh_cnt.max(initial=1))
+        cum = self._nh_cum
         for step in range(1, out.shape[1]):
             act = np.nonzero(length > step)[0]
             xs, ts = x[act], tf[act]
@@ -530,17 +537,32 @@ class Router:
             fin = act[last]
             out[fin, step] = self._lookup(self._sw_node[xs[last]], self._gpu_node[bf[fin]])
             mid = act[~last]
-            key = ts[~last] * S + xs[~last]
-            cnt = self._nh_cnt[key]
-            slots = self._nh_ptr[key][:, None] + np.arange(width)
-            valid = np.arange(width) < cnt[:, None]
-            lids = self._nh_lid[np.where(valid, slots, 0)]
-            weights = np.where(valid, paths[(ts[~last] * S)[:, None] + self._sw_of[self._ldst[lids]]], 0.0)
-            pick, rank[mid] = _unrank(weights, rank[mid])
-            lid = lids[np.arange(len(mid)), pick]
+            start = self._nh_ptr[ts[~last] * S + xs[~last]]
+            base = np.where(start > 0, cum[np.maximum(start - 1, 0)], 0.0)
+            # the next hop whose cumulative path-count interval holds the rank (one global sorted array)
+            entry = _search_segments(cum, start, self._nh_cnt[ts[~last] * S + xs[~last]], base + rank[mid])
+            rank[mid] -= np.where(entry > start, cum[np.maximum(entry - 1, 0)], base) - base
+            lid = self._nh_lid[entry]
             out[mid, step] = lid
             x[mid] = self._sw_of[self._ldst[lid]]
         return out, count
+
+
+def _search_segments(values: np.ndarray, start: np.ndarray, count: np.ndarray, query: np.ndarray) -> np.ndarray:
+    """Per query, the first index in ``[start, start + count)`` with ``values > query`` (values sorted there).
+
+    A vectorised binary search inside each short segment: a few cache-friendly passes instead of a search of
+    the whole table per query.
+    """
+    lo, hi = start.copy(), start + count
+    while True:
+        open_ = lo < hi
+        if not open_.any():
+            return lo
+        mid = (lo + hi) // 2
+        right = open_ & (values[np.minimum(mid, len(values) - 1)] <= query)
+        lo = np.where(right, mid + 1, lo)
+        hi = np.where(open_ & ~right, mid, hi)
 
 
 def _nth_true(mask: np.ndarray, n: np.ndarray) -> np.ndarray:

@@ -44,12 +44,9 @@ def check_common(where: str, gpus_per_server, link_gbps, nvlink_gbps, latency_us
     )
 
 
-def check_num_gpus(where: str, num_gpus, gpus_per_server: int) -> int:
-    """``num_gpus`` checked: a positive multiple of ``gpus_per_server`` (servers are whole)."""
-    num_gpus = check_int("num_gpus", num_gpus, 1, where)
-    if num_gpus % gpus_per_server:
-        raise TopologyError(f"{where}: num_gpus={num_gpus} is not a multiple of gpus_per_server={gpus_per_server}")
-    return num_gpus
+def check_num_gpus(where: str, num_gpus) -> int:
+    """``num_gpus`` checked: a positive int (the last server may be partly filled, e.g. 4 GPUs of 8)."""
+    return check_int("num_gpus", num_gpus, 1, where)
 
 
 def too_small(where: str, capacity: int, num_gpus: int, shape: str) -> TopologyError:
@@ -68,17 +65,17 @@ def add_servers(graph: nx.Graph, num_gpus: int, gpus_per_server: int, nvlink_gbp
                 nvlink_latency_us: float) -> None:
     """Add GPUs ``gpu0..`` grouped in servers, each server's GPUs joined by one NVSwitch node ``nvs{s}``.
 
-    GPU ``i`` is on server ``i // gpus_per_server`` with ``local_rank = i % gpus_per_server``. With one GPU
-    per server there is no NVLink domain and no NVSwitch node.
+    GPU ``i`` is on server ``i // gpus_per_server`` with ``local_rank = i % gpus_per_server``; when
+    ``num_gpus`` is not a multiple, the last server holds the remainder. With one GPU per server there is
+    no NVLink domain and no NVSwitch node.
     """
     for slot in range(num_gpus):
         server, local = divmod(slot, gpus_per_server)
         graph.add_node(gpu_name(slot), kind="gpu", server=server, local_rank=local)
     if gpus_per_server == 1:
         return
-    for server in range(num_gpus // gpus_per_server):
-        nvs = f"nvs{server}"
-        graph.add_node(nvs, kind="nvswitch", server=server)
-        for local in range(gpus_per_server):
-            graph.add_edge(gpu_name(server * gpus_per_server + local), nvs, kind="nvlink",
-                           capacity_gbps=nvlink_gbps, latency_us=nvlink_latency_us)
+    for slot in range(num_gpus):
+        server = slot // gpus_per_server
+        graph.add_node(f"nvs{server}", kind="nvswitch", server=server)
+        graph.add_edge(gpu_name(slot), f"nvs{server}", kind="nvlink", capacity_gbps=nvlink_gbps,
+                       latency_us=nvlink_latency_us)

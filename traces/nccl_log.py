@@ -108,7 +108,8 @@ def _check_inputs(paths: list[Path], scans: list[FileScan], report: IngestReport
 def _coll_frame(scans: list[FileScan]) -> pd.DataFrame:
     frames = []
     for f, s in enumerate(scans):
-        part = pd.DataFrame(s.coll)
+        # object columns stay object (pandas 3 would turn them into Arrow strings, slow to iterate)
+        part = pd.DataFrame({k: pd.Series(v, dtype=v.dtype, copy=False) for k, v in s.coll.items()})
         part["pos"] = (np.int64(f) << C.POS_SHIFT) | part["line"].to_numpy(dtype=np.int64)
         part["file"] = f
         frames.append(part)
@@ -145,10 +146,14 @@ def _assemble(scans: list[FileScan], report: IngestReport) -> tuple[pd.DataFrame
     c = _coll_frame(scans)
     inits = [dict(r, pos=C.pos_key(f, r["line"])) for f, s in enumerate(scans) for r in s.inits]
     # Interleaved writes can glue garbage onto a host name: map it back to the clean name of that pid.
-    pairs = set(zip(c["host"], c["pid"], strict=True)) | {(r["host"], r["pid"]) for r in inits}
+    seen = c[["host", "pid"]].drop_duplicates() if len(c) else pd.DataFrame({"host": [], "pid": []})
+    pairs = set(zip(seen["host"].tolist(), seen["pid"].tolist(), strict=True)) | {(r["host"], r["pid"]) for r in inits}
     fixed = C.fix_hosts(pairs)
     if fixed and len(c):
-        c["host"] = [fixed.get((h, p), h) for h, p in zip(c["host"], c["pid"], strict=True)]
+        key = pd.MultiIndex.from_arrays([c["host"], c["pid"]])
+        new = pd.Series([fixed.get(k, k[0]) for k in seen.itertuples(index=False, name=None)],
+                        index=pd.MultiIndex.from_frame(seen))
+        c["host"] = new.reindex(key).to_numpy()
     for r in inits:
         r["host"] = fixed.get((r["host"], r["pid"]), r["host"])
     c = _drop_unusable(c, scans, report)

@@ -98,12 +98,10 @@ def timestamp_us(text: str) -> int | None:
     >>> timestamp_us("[1970-01-01 00:00:01.5] ")
     1500000
     """
-    found = None
-    for found in TIMESTAMP_RE.finditer(text):
-        pass
-    if found is None:
+    matches = TIMESTAMP_RE.findall(text)
+    if not matches:
         return None
-    y, mo, d, h, mi, s, frac = found.groups()
+    y, mo, d, h, mi, s, frac = matches[-1]
     try:
         secs = calendar.timegm((int(y), int(mo), int(d), int(h), int(mi), int(s), 0, 0, 0))
     except (ValueError, OverflowError):
@@ -145,39 +143,48 @@ class CollLine:
     grank: int
 
 
-def parse_coll_line(line: str) -> CollLine | None:
-    """Parse one COLL line in any layout; None when no COLL body can be read from it.
+def parse_coll_lines(line: str) -> list[CollLine]:
+    """Parse every COLL body in one line (interleaved writes can hold two); [] when none can be read.
 
     Examples
     --------
-    >>> c = parse_coll_line("h:1:2 [0] NCCL INFO AllReduce: opCount 0 sendbuff 0x1 recvbuff 0x2 count 4 "
-    ...                     "datatype 7 op 0 root 0 comm 0x9 [nranks=2] stream 0x3")
+    >>> (c,) = parse_coll_lines("h:1:2 [0] NCCL INFO AllReduce: opCount 0 sendbuff 0x1 recvbuff 0x2 "
+    ...                         "count 4 datatype 7 op 0 root 0 comm 0x9 [nranks=2] stream 0x3")
     >>> (c.prefix.host, c.op, c.count, c.comm)
     ('h', 'AllReduce', 4, '0x9')
     """
+    out = []
     mark = line.find(COLL_MARK)
-    if mark < 0:
-        return None
-    # The op name is a word ending at the mark; start the match there (cheap, no backtracking scan).
-    start = mark
-    while start > 0 and line[start - 1].isalpha():
-        start -= 1
-    m = COLL_RE.match(line, start)
-    if m is None:
-        return None
-    op = op_name(m["op"])
-    op_start = m.end("op") - len(op) if op else m.start()
-    return CollLine(
-        prefix=parse_prefix_before(line, op_start),
-        op=op if op else m["op"],
-        opc=m["opc"].lower(),
-        count=int(m["count"]),
-        dt=int(m["dt"]),
-        root=int(m["root"]),
-        comm=m["comm"].lower(),
-        nranks=int(m["nranks"]),
-        grank=int(m["grank"]) if m["grank"] is not None else -1,
-    )
+    while mark >= 0:
+        # The op name is a word ending at the mark; start the match there (no scan over the line).
+        start = mark
+        while start > 0 and line[start - 1].isalpha():
+            start -= 1
+        m = COLL_RE.match(line, start)
+        if m is not None:
+            op = op_name(m["op"])
+            op_start = m.end("op") - len(op) if op else m.start()
+            out.append(CollLine(
+                prefix=parse_prefix_before(line, op_start),
+                op=op if op else m["op"],
+                opc=format(int(m["opc"], 16), "x"),
+                count=int(m["count"]),
+                dt=int(m["dt"]),
+                root=int(m["root"]),
+                comm=pointer_text(m["comm"]),
+                nranks=int(m["nranks"]),
+                grank=int(m["grank"]) if m["grank"] is not None else -1,
+            ))
+        mark = line.find(COLL_MARK, mark + len(COLL_MARK))
+    return out
+
+
+def pointer_text(text: str) -> str:
+    """``%p`` text in one canonical form (lower case, no leading zeros) so both parsers agree."""
+    try:
+        return f"0x{int(text, 16):x}" if text.lower().startswith("0x") else text.lower()
+    except ValueError:
+        return text.lower()
 
 
 def parse_prefix_at(line: str, pos: int) -> Prefix:

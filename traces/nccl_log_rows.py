@@ -133,20 +133,37 @@ def apply_tuning(rows: pd.DataFrame, process: list, tunings: list[dict[str, Any]
         tun_by_proc.setdefault((t["host"], t["pid"]), []).append(t)
     taken = np.zeros(len(rows), dtype=bool)
     for proc, tlist in tun_by_proc.items():
+        tlist = sorted(tlist, key=lambda t: t["pos"])
         idx = np.array(sorted(by_proc.get(proc, []), key=lambda i: pos[i]), dtype=np.int64)
         idx_pos = pos[idx] if len(idx) else np.empty(0, dtype=np.int64)
-        for t in tlist:
-            hit = None
-            k = int(np.searchsorted(idx_pos, t["pos"])) - 1
+        t_pos = np.array([t["pos"] for t in tlist], dtype=np.int64)
+        t_op = np.array([t["op"] for t in tlist], dtype=object)
+        t_bytes = np.array([t["nbytes"] for t in tlist], dtype=np.int64)
+        # Common case, vectorised: the TUNING line matches the collective just before it.
+        near = np.searchsorted(idx_pos, t_pos) - 1
+        cand = idx[np.maximum(near, 0)] if len(idx) else np.zeros(len(tlist), dtype=np.int64)
+        hit = near >= 0
+        if len(idx):
+            hit &= ((t_op == None) | (t_op == ops[cand])) & ((t_bytes == nbytes[cand]) | (t_bytes == scaled[cand]))  # noqa: E711
+        hits = np.flatnonzero(hit)
+        direct = np.zeros(len(tlist), dtype=bool)
+        direct[hits[np.unique(cand[hits], return_index=True)[1]]] = True  # one TUNING line per collective
+        taken[cand[direct]] = True
+        for j in np.flatnonzero(direct).tolist():
+            algo[cand[j]], proto[cand[j]] = tlist[j]["algo"], tlist[j]["proto"]
+        for j in np.flatnonzero(~direct).tolist():  # the rest: walk back over unmatched collectives
+            t = tlist[j]
+            found = None
+            k = int(near[j])
             for i in idx[max(k - TUNING_WINDOW, -1) + 1: k + 1][::-1]:
                 if not taken[i] and (t["op"] is None or t["op"] == ops[i]) and t["nbytes"] in (nbytes[i], scaled[i]):
-                    hit = i
+                    found = i
                     break
-            if hit is None:
+            if found is None:
                 unmatched += 1
                 continue
-            taken[hit] = True
-            algo[hit], proto[hit] = t["algo"], t["proto"]
+            taken[found] = True
+            algo[found], proto[found] = t["algo"], t["proto"]
     rows["algo"], rows["proto"] = algo, proto
     coll = ~rows["op"].isin(P2P_OPS)
     known = rows[coll & (rows["algo"] != "")].drop_duplicates(["comm", "seq"]).set_index(["comm", "seq"])

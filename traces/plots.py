@@ -42,9 +42,9 @@ def human_bytes(value: float) -> str:
     return f"{value / 1024**exp:.4g} B" if exp == 0 else f"{value / 1024**exp:.3g} {_UNITS[exp]}"
 
 
-def _bytes_axis(axis, log: bool = True, ticks: int = 12) -> None:
+def _bytes_axis(axis, log: bool = True) -> None:
     if log:
-        axis.set_major_locator(LogLocator(base=2, subs=(1.0,), numticks=ticks))
+        axis.set_major_locator(LogLocator(base=2, subs=(1.0,), numticks=12))
     axis.set_major_formatter(FuncFormatter(lambda v, _pos: human_bytes(v)))
 
 
@@ -69,7 +69,7 @@ def _log_if_wide(ax, values: pd.Series) -> None:
 
 
 def plot_op_counts(counts: pd.DataFrame, path: str | Path, title: str = "") -> Path:
-    """Bar charts of operations per type: ``calls`` and ``rank_calls``, and ``bytes_total``.
+    """Bar charts of operations per type: ``calls`` and ``rank_calls``, and ``bytes_total`` (in GB).
 
     Parameters
     ----------
@@ -89,10 +89,10 @@ def plot_op_counts(counts: pd.DataFrame, path: str | Path, title: str = "") -> P
     sns.barplot(long, y="op", x="n", hue="count", ax=left, orient="h")
     _log_if_wide(left, long["n"])
     left.set(xlabel="operations", ylabel="", title="calls (collective ops) and rank calls (rows)")
-    sns.barplot(counts, y="op", x="bytes_total", ax=right, orient="h", color=sns.color_palette()[2])
-    _log_if_wide(right, counts["bytes_total"])
-    _bytes_axis(right.xaxis, log=right.get_xscale() == "log", ticks=6)
-    right.set(xlabel="bytes issued (sum over ranks)", ylabel="", title="payload per op")
+    gigabytes = counts.assign(gb=counts["bytes_total"] / 1e9)
+    sns.barplot(gigabytes, y="op", x="gb", ax=right, orient="h", color=sns.color_palette()[2])
+    _log_if_wide(right, gigabytes["gb"])
+    right.set(xlabel="GB issued (10^9 bytes, sum over ranks)", ylabel="", title="payload per op")
     fig.suptitle(title or "operation types and counts")
     return _save(fig, path)
 

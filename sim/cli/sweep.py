@@ -49,7 +49,7 @@ def _print_table(table, points) -> None:
     shown = [(c, head, scale) for c, head, scale in SHOWN if c in table.columns]
     out = Table(title=f"sweep: {len(points)} point(s)")
     for name in params:
-        out.add_column(name)
+        out.add_column(name, no_wrap=True)
     for _, head, _ in shown:
         out.add_column(head, justify="right")
     for row in table.to_dict("records"):

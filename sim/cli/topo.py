@@ -18,7 +18,7 @@ def _format_text(info: dict) -> str:
         lines.append(f"  {kind:<11} {entry['count']:>7} cables  {entry['capacity_gbps']:>14,.1f} Gbps per direction")
     bis = info["bisection_gbps"]
     lines.append("bisection bandwidth: " + ("n/a (one server)" if bis is None else
-                                             f"{bis:,.1f} Gbps ({info['bisection_ratio']:.3g} of full bisection)"))
+                                             f"{bis:,.1f} Gbps ({info['bisection_ratio']:.2f} of full bisection)"))
     over = info["access_oversubscription"]
     lines.append(f"oversubscription: {info['oversubscription']:g} configured, "
                  + ("no uplinks at the GPU-facing switches" if over is None else f"{over:.3g}:1 measured")

@@ -38,8 +38,10 @@ def check_servers(graph):
         assert (data["server"], data["local_rank"]) == divmod(slot, gps)
         nvlinks = [v for v in graph.neighbors(gpu) if graph.edges[gpu, v]["kind"] == "nvlink"]
         assert nvlinks == ([] if gps == 1 else [f"nvs{data['server']}"])
+    last = (graph.graph["num_gpus"] - 1) // gps
     for nvs in of_kind(graph, "nvswitch"):
-        assert graph.degree(nvs) == gps
+        full = graph.nodes[nvs]["server"] < last or graph.graph["num_gpus"] % gps == 0
+        assert graph.degree(nvs) == (gps if full else graph.graph["num_gpus"] % gps)
         assert all(graph.edges[nvs, g]["capacity_gbps"] == graph.graph["nvlink_gbps"] for g in graph.neighbors(nvs))
 
 
@@ -82,6 +84,16 @@ def test_smallest_k_is_smallest(n):
     k = smallest_k(n)
     assert k % 2 == 0 and k**3 // 4 >= n
     assert k == 2 or (k - 2) ** 3 // 4 < n
+
+
+@pytest.mark.parametrize("name", list(topologies.PRESETS))
+def test_a_partial_last_server_is_allowed(name):
+    g = topologies.build(name, num_gpus=12, gpus_per_server=8)  # a job on one and a half servers
+    assert g.graph["num_gpus"] == 12 and kinds(g)["nvswitch"] == 2
+    assert g.degree("nvs1") == 4 and g.nodes["gpu11"]["local_rank"] == 3
+    check_servers(g)
+    validate_graph(g)
+    assert topologies.build(name, num_gpus=2).graph["num_gpus"] == 2
 
 
 def test_build_sizes_fat_tree_from_num_gpus():
@@ -171,6 +183,25 @@ def test_nonblocking_keeps_servers_and_access_capacity(name):
     validate_graph(ideal)
 
 
+def test_validate_graph_rejects_broken_graphs():
+    g = fat_tree(4, gpus_per_server=2)
+    g.edges["leaf0", "spine0"]["capacity_gbps"] = 0.0
+    with pytest.raises(TopologyError, match="link leaf0-spine0: capacity_gbps must be a positive number"):
+        validate_graph(g)
+    g = fat_tree(4, gpus_per_server=2)
+    g.nodes["core0"]["kind"] = "router"
+    with pytest.raises(TopologyError, match="node 'core0' has kind 'router'"):
+        validate_graph(g)
+    g = fat_tree(4, gpus_per_server=1)
+    g.remove_edge("gpu3", "leaf1")
+    with pytest.raises(TopologyError, match="gpu3 is not connected to gpu0"):
+        validate_graph(g)
+    g = fat_tree(4, gpus_per_server=2)
+    g.edges["gpu0", "nvs0"]["kind"] = "pcie"
+    with pytest.raises(TopologyError, match="link gpu0-nvs0 has kind 'pcie'"):
+        validate_graph(g)
+
+
 # ------------------------------------------------------------------------------------ bad parameters
 @pytest.mark.parametrize("call, words", [
     (lambda: fat_tree(5), "k must be even"),
@@ -180,8 +211,8 @@ def test_nonblocking_keeps_servers_and_access_capacity(name):
     (lambda: fat_tree(4, nvlink_gbps=-1.0), "nvlink_gbps must be > 0"),
     (lambda: fat_tree(4, latency_us=-1.0), "latency_us must be >= 0"),
     (lambda: fat_tree(4, oversubscription=0.5), "oversubscription must be >= 1"),
-    (lambda: fat_tree(2, gpus_per_server=8), "less than one server"),
-    (lambda: leaf_spine(30, gpus_per_server=8), "not a multiple of gpus_per_server"),
+    (lambda: fat_tree(4, num_gpus=0), "num_gpus must be >= 1"),
+    (lambda: leaf_spine(8.5), "num_gpus must be an int"),
     (lambda: leaf_spine(4096), "exceed the 64 ports"),
     (lambda: leaf_spine(64, num_leaves=1, gpus_per_leaf=32), "fewer than num_gpus=64"),
     (lambda: leaf_spine(64, oversubscription=float("nan")), "oversubscription must be a finite number"),

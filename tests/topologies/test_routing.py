@@ -73,6 +73,24 @@ def test_paths_are_valid_shortest_paths(graph, routing):
                 assert all(graph.nodes[x]["kind"] in SWITCH_KINDS for x in nodes[1:-1])
 
 
+@pytest.mark.parametrize("name", list(topologies.PRESETS))
+@pytest.mark.parametrize("pxn", [False, True])
+def test_every_gpu_reaches_every_gpu_on_every_preset(name, pxn):
+    g = topologies.build(name, num_gpus=64, servers_per_unit=4) if name.startswith("rail") else \
+        topologies.build(name, num_gpus=64)
+    src, dst = all_pairs(64)
+    for routing in ("ecmp", "spray"):
+        router = Router(g, routing=routing, pxn=pxn)
+        routes = router.route(src, dst, np.arange(len(src)))
+        np.testing.assert_allclose(np.add.reduceat(routes.fraction, routes.sub_ptr[:-1]), 1.0)
+        for flow in range(0, len(src), 3):
+            for nodes in paths_of(router, routes, flow):
+                if src[flow] != dst[flow]:
+                    check_path(g, nodes, int(src[flow]), int(dst[flow]))
+                    transit = [x for x in nodes[1:-1] if g.nodes[x]["kind"] == "gpu"]
+                    assert len(transit) <= 2  # GPUs forward only as NVLink relays (one per side at most)
+
+
 def test_ecmp_spreads_flows_evenly_over_equal_cost_uplinks():
     g = fat_tree(8, gpus_per_server=4)
     router = Router(g, routing="ecmp", seed=1)
@@ -161,6 +179,43 @@ def test_routing_after_removing_links_avoids_them(seed, routing):
             assert len(nodes) - 1 == nx.shortest_path_length(net, f"gpu{s}", f"gpu{d}")
 
 
+@st.composite
+def random_fabrics(draw):
+    """A random connected switch graph with GPUs on one or two switches each (no NVLink)."""
+    n_sw = draw(st.integers(2, 8))
+    g = nx.Graph(name="random", gpus_per_server=1)
+    g.add_nodes_from((f"s{i}" for i in range(n_sw)), kind="leaf")
+    for i in range(1, n_sw):  # a random spanning tree keeps it connected
+        g.add_edge(f"s{i}", f"s{draw(st.integers(0, i - 1))}", kind="fabric", capacity_gbps=100.0, latency_us=1.0)
+    for a, b in draw(st.lists(st.tuples(st.integers(0, n_sw - 1), st.integers(0, n_sw - 1)), max_size=12)):
+        if a != b:
+            g.add_edge(f"s{a}", f"s{b}", kind="fabric", capacity_gbps=100.0, latency_us=1.0)
+    n_gpu = draw(st.integers(2, 8))
+    for i in range(n_gpu):
+        g.add_node(f"gpu{i}", kind="gpu", server=i, local_rank=0)
+        for sw in draw(st.sets(st.integers(0, n_sw - 1), min_size=1, max_size=2)):
+            g.add_edge(f"gpu{i}", f"s{sw}", kind="access", capacity_gbps=100.0, latency_us=1.0)
+    g.graph["num_gpus"] = n_gpu
+    return topologies.validate_graph(g)
+
+
+@given(random_fabrics(), st.sampled_from(["ecmp", "spray", "single"]), st.integers(0, 99))
+def test_any_graph_routes_on_shortest_paths_and_spray_takes_them_all(g, routing, seed):
+    router = Router(g, routing=routing, seed=seed)
+    n = g.graph["num_gpus"]
+    src, dst = all_pairs(n)
+    routes = router.route(src, dst, np.arange(len(src)))
+    np.testing.assert_allclose(np.add.reduceat(routes.fraction, routes.sub_ptr[:-1]), 1.0)
+    for flow in np.nonzero(src != dst)[0]:
+        s, d = int(src[flow]), int(dst[flow])
+        no_transit = g.subgraph([x for x in g if not x.startswith("gpu")] + [f"gpu{s}", f"gpu{d}"])
+        shortest = {tuple(p) for p in nx.all_shortest_paths(no_transit, f"gpu{s}", f"gpu{d}")}
+        got = [tuple(p) for p in paths_of(router, routes, flow)]
+        assert set(got) <= shortest  # shortest paths that no GPU forwards
+        if routing == "spray":
+            assert len(got) == len(set(got)) == min(len(shortest), MAX_SPRAY_PATHS)
+
+
 def test_a_pair_without_path_names_both_gpus():
     g = fat_tree(4, gpus_per_server=1)
     g.remove_edge("gpu0", "leaf0")
@@ -214,6 +269,19 @@ def test_routing_on_an_explicit_graph_and_on_the_nonblocking_reference():
     lengths = np.diff(routes.link_ptr)
     assert set(lengths[src != dst]) == {2}  # NVLink (gpu-nvs-gpu) or access (gpu-xbar-gpu)
     assert ideal.path(0, 2) == ["gpu0", "xbar", "gpu2"]
+
+
+def test_nvlink_domain_with_two_nvswitches_uses_the_shortest_nvlink_path():
+    g = nx.Graph(name="bridged", num_gpus=3, gpus_per_server=3)
+    for i in range(3):
+        g.add_node(f"gpu{i}", kind="gpu", server=0, local_rank=i)
+    g.add_nodes_from(["nvsA", "nvsB"], kind="nvswitch", server=0)
+    for gpu, nvs in [("gpu0", "nvsA"), ("gpu1", "nvsA"), ("gpu1", "nvsB"), ("gpu2", "nvsB")]:
+        g.add_edge(gpu, nvs, kind="nvlink", capacity_gbps=3600.0, latency_us=0.5)
+    router = Router(topologies.validate_graph(g))
+    assert router.path(0, 2) == ["gpu0", "nvsA", "gpu1", "nvsB", "gpu2"]
+    routes = router.route([0, 1, 0], [1, 2, 2], 0)
+    assert [len(router.path_nodes(routes.links_of(j))) for j in range(3)] == [3, 3, 5]
 
 
 @pytest.mark.slow

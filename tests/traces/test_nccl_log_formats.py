@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
-from traces import nccl_log_scan
+from traces import nccl_log_fast, nccl_log_scan
 from traces.nccl_log import looks_like_nccl_log, read_nccl_logs
 from traces.schema import TraceError
 
@@ -138,10 +139,14 @@ def test_fast_and_slow_paths_agree(tmp_path, monkeypatch, fast):
              pre(pid=2) + coll(op="Send", root=1, extra=" acc 0x1"), "3: " + pre(pid=3) + coll(op="AllGather"),
              pre(pid=1) + coll(count=4, tail=" task 1 globalrank 0")]
     if not fast:  # force every COLL line through the per-line parser
-        monkeypatch.setattr(nccl_log_scan, "_fast_coll", lambda c, n: (None, list(range(len(c)))))
+        real = nccl_log_fast.coll_fields
+        monkeypatch.setattr(nccl_log_fast, "coll_fields", lambda ch, m: (real(ch, m)[0], np.zeros(len(m), bool)))
     df, _ = read_lines(tmp_path, lines)
-    got = df[["rank", "op", "count", "bytes", "t_start_s"]].to_dict("records")
-    assert [r["count"] for r in got] == [9, 4, 1024, 1024]
+    assert df["count"].tolist() == [9, 4, 1024, 1024]
+    assert df["rank"].tolist() == [0, 0, 1, 2] and df["op"].tolist() == ["AllReduce", "AllReduce", "Send", "AllGather"]
+    # No Init lines: one communicator per pointer value, comm ranks in order of appearance.
+    assert df["comm"].tolist() == ["comm-0xc0"] * 4
+    assert df.attrs["collsim"]["comms"] == {"comm-0xc0": [0, 1]}
     assert df["t_start_s"].notna().sum() == 1 and df["t_start_s"].min() == 0.0
 
 

@@ -11,8 +11,8 @@ import pytest
 
 from traces.schema import TraceError, validate
 from traces.synth import synthesize
-from traces.synth.router import Router, copies_matrix
 from traces.synth.models import get_model
+from traces.synth.router import Router, copies_matrix
 
 HIDDEN, LAYERS, DENSE, VOCAB, EXPERTS, TOPK, GROUPS, TOPK_GROUPS = 7168, 61, 3, 129_280, 256, 8, 8, 4
 MOE = LAYERS - DENSE

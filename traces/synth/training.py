@@ -145,6 +145,8 @@ def _check(spec: ModelSpec, plan: TrainingPlan) -> int:
             raise TraceError(f"option 'ep' needs an MoE model; {spec.name} is dense")
         if plan.tp != 1 or plan.dp % plan.ep or spec.experts % plan.ep:
             raise TraceError(f"ep={plan.ep} needs tp = 1 and must divide dp ({plan.dp}) and the {spec.experts} experts")
+        if plan.zero == 3:
+            raise TraceError("zero=3 (FSDP) with expert parallelism is not modelled; use zero 0 or 1")
     if plan.pp > spec.layers:
         raise TraceError(f"pp={plan.pp} exceeds the {spec.layers} layers of {spec.name}")
     world = plan.tp * plan.pp * plan.dp
@@ -237,7 +239,7 @@ class _Training:
         sp = p.sequence_parallel and p.tp > 1
         for name, dense, expert in _chunks(spec, p, s):
             if p.zero == 3:
-                self.dp_coll(s, "AllGather", _shard(dense, p.dp), "bf16", f"{ctx};unit={name};site=fsdp_ag")
+                self.dp_coll(s, "AllGather", _shard(dense + expert, p.dp), "bf16", f"{ctx};unit={name};site=fsdp_ag")
             if name == "embed":
                 b.compute(ranks, self.comp.time_s(0.0, self.tokens * spec.hidden * 2))
                 self.tp_coll(s, "ReduceScatter" if sp else "AllReduce", self.act if sp else full, "bf16",
@@ -297,7 +299,7 @@ class _Training:
         gdt = p.grad_dtype
         for name, dense, expert in reversed(_chunks(spec, p, s)):
             if p.zero == 3:
-                self.dp_coll(s, "AllGather", _shard(dense, p.dp), "bf16", f"{ctx};unit={name};site=fsdp_ag")
+                self.dp_coll(s, "AllGather", _shard(dense + expert, p.dp), "bf16", f"{ctx};unit={name};site=fsdp_ag")
             if name == "head":
                 b.compute(ranks, self.comp.time_s(4.0 * self.tokens * spec.hidden * padded_vocab(spec, p.tp) / p.tp))
                 if sp:
@@ -320,7 +322,7 @@ class _Training:
             else:
                 b.compute(ranks, self.comp.time_s(0.0, self.tokens * spec.hidden * 4))
             if p.zero == 3:
-                self.dp_coll(s, "ReduceScatter", _shard(dense, p.dp), gdt, f"{ctx};unit={name};site=fsdp_rs")
+                self.dp_coll(s, "ReduceScatter", _shard(dense + expert, p.dp), gdt, f"{ctx};unit={name};site=fsdp_rs")
             if buckets is not None:
                 self._flush_buckets(s, name, buckets, step)
 

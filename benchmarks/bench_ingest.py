@@ -1,0 +1,167 @@
+"""Ingest throughput: read_nccl_logs end to end (log file in, Parquet out) beside a plain `re` reader.
+
+Generates a trace of >= 500,000 COLL lines (32 ranks on 4 hosts: TP AllReduce/AllGather/ReduceScatter,
+pipeline Send/Recv, uneven MoE all-to-all written as grouped Send/Recv, 2.26 timestamps and TUNING lines),
+writes it with ``write_nccl_log``, mixes in realistic noise (transport, nccl-tests and framework lines),
+then times both readers 3 times each in the same run and prints medians.
+
+Run: ``python benchmarks/bench_ingest.py [--lines 500000] [--runs 3] [--keep DIR]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import re
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from traces.io import write_trace
+from traces.nccl_log import read_nccl_logs, write_nccl_log
+from traces.schema import DTYPE_BYTES, new_metadata
+
+HOSTS, GPN = 4, 8
+WORLD = HOSTS * GPN
+NOISE = [
+    "{p}Channel 00/0 : 3[3] -> 4[4] via P2P/CUMEM/read",
+    "{p}Connected all rings, use ring PXN 0 GDR 1",
+    "#       67108864      16777216     float     sum      -1   1234.5   54.36  101.92      0   1230.1   54.55  102.29      0",
+    "2025-01-01 00:00:01,234 - INFO - step 12 loss 2.3456 lr 3.0e-04",
+    "{p}NET/IB : GPU Direct RDMA Enabled for HCA 0 'mlx5_0'",
+]
+
+
+def make_trace(target_lines: int, seed: int = 0) -> pd.DataFrame:
+    """A training-like trace whose log has about ``target_lines`` COLL lines."""
+    rng = np.random.default_rng(seed)
+    tp = {f"tp{h}": list(range(h * GPN, (h + 1) * GPN)) for h in range(HOSTS)}
+    pp = {f"pp{k}": [k + h * GPN for h in range(HOSTS)] for k in range(GPN)}
+    comms = {"world": list(range(WORLD)), **tp, **pp}
+    rows: list[dict] = []
+    seq: dict[tuple, int] = {}
+    t = 0.0
+    lines = 0
+
+    def add(rank, comm, op, count, root=-1, split=(), group=-1, algo="", proto=""):
+        kind = (comm, op, root) if op in ("Send", "Recv") else (comm, "c", -1)
+        k = seq.get((rank, *kind), 0)
+        seq[(rank, *kind)] = k + 1
+        rows.append(dict(rank=rank, comm=comm, seq=k, op=op, count=count, dtype="bf16", bytes=count * 2,
+                         root=root, nranks=len(comms[comm]), t_start_s=round(t, 6), duration_s=math.nan,
+                         host=f"gpu-node-{rank // GPN}", device=rank % GPN, context="", algo=algo, proto=proto,
+                         group=group, split_bytes=tuple(split)))
+
+    while lines < target_lines:
+        for name, members in tp.items():
+            for op in ("AllGather", "ReduceScatter", "AllReduce"):
+                count = int(rng.integers(1, 1 << 22))
+                for r in members:
+                    add(r, name, op, count, algo="RING", proto="SIMPLE")
+                lines += 2 * len(members)  # COLL + TUNING line each
+        for name, members in pp.items():
+            for a in range(len(members) - 1):
+                count = int(rng.integers(1, 1 << 20))
+                add(members[a], name, "Send", count, root=a + 1)
+                add(members[a + 1], name, "Recv", count, root=a)
+                lines += 2
+        for name, members in tp.items():  # MoE dispatch: uneven all-to-all inside a node
+            splits = rng.integers(0, 4096, size=(GPN, GPN))
+            for k, r in enumerate(members):
+                add(r, name, "AllToAll", int(splits[k].sum()) // GPN, split=(splits[k] * 2).tolist())
+            lines += 2 * GPN * GPN
+        count = int(rng.integers(1, 1 << 24))
+        for r in range(WORLD):
+            add(r, "world", "AllReduce", count)
+        lines += WORLD
+        t += 0.05
+    df = pd.DataFrame(rows)
+    df.attrs["collsim"] = new_metadata(WORLD, comms, "bench", gpus_per_node=GPN)
+    assert (df["bytes"] == df["count"] * DTYPE_BYTES["bf16"]).all()
+    return df
+
+
+def add_noise(path: Path, every: int = 5, seed: int = 0) -> int:
+    """Insert one noise line after every ``every`` lines; return the number of COLL lines."""
+    rng = np.random.default_rng(seed)
+    text = path.read_text().splitlines()
+    out, coll = [], 0
+    for k, line in enumerate(text):
+        out.append(line)
+        coll += ": opCount " in line
+        if k % every == every - 1:
+            prefix = line[: line.find("NCCL INFO ") + 10] if "NCCL INFO " in line else ""
+            out.append(NOISE[int(rng.integers(len(NOISE)))].format(p=prefix))
+    path.write_text("\n".join(out) + "\n")
+    return coll
+
+
+PLAIN_RE = re.compile(
+    r"(?:\[([^\]]*)\] )?([^\s:]+):(\d+):(\d+) \[(\d+)\] NCCL INFO (\w+): opCount ([0-9a-f]+) sendbuff (\S+) "
+    r"recvbuff (\S+) count (\d+) datatype (\d+) op (\d+) root (-?\d+) comm (\S+) \[nranks=(\d+)\]"
+)
+PLAIN_COLS = ["ts", "host", "pid", "tid", "dev", "op", "opcount", "sendbuff", "recvbuff", "count", "datatype",
+              "redop", "root", "comm", "nranks"]
+
+
+def plain_reader(path: Path, out: Path) -> int:
+    """The baseline: one regex match per line, rows into a DataFrame, Parquet out (no mapping at all)."""
+    rows = []
+    with open(path) as handle:
+        for line in handle:
+            m = PLAIN_RE.match(line)
+            if m:
+                rows.append(m.groups())
+    df = pd.DataFrame(rows, columns=PLAIN_COLS)
+    for col in ("pid", "tid", "dev", "count", "datatype", "redop", "root", "nranks"):
+        df[col] = df[col].astype("int64")
+    df.to_parquet(out)
+    return len(df)
+
+
+def ours(path: Path, out: Path) -> int:
+    df, _ = read_nccl_logs([path])
+    write_trace(df, out)
+    return len(df)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--lines", type=int, default=500_000)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--keep", type=Path, default=None, help="folder to keep the generated log in")
+    args = parser.parse_args()
+    folder = args.keep or Path(tempfile.mkdtemp(prefix="bench_ingest_"))
+    folder.mkdir(parents=True, exist_ok=True)
+    log = folder / "bench.log"
+    t0 = time.perf_counter()
+    trace = make_trace(args.lines)
+    write_nccl_log(trace, log)
+    coll = add_noise(log)
+    size_mb = log.stat().st_size / 1e6
+    n_lines = sum(1 for _ in open(log))
+    print(f"generated {log}: {size_mb:.1f} MB, {n_lines:,} lines, {coll:,} COLL lines, {len(trace):,} trace rows "
+          f"({time.perf_counter() - t0:.1f} s)")
+    results: dict[str, list[float]] = {"plain re reader": [], "read_nccl_logs": []}
+    for _ in range(args.runs):
+        for name, fn in (("plain re reader", plain_reader), ("read_nccl_logs", ours)):
+            t = time.perf_counter()
+            rows = fn(log, folder / f"{name.replace(' ', '_')}.parquet")
+            results[name].append(time.perf_counter() - t)
+            if name == "read_nccl_logs":
+                assert rows == len(trace), (rows, len(trace))
+    print(f"{'reader':<18} {'median s':>9} {'MB/s':>8} {'lines/s':>12} {'COLL lines/s':>13}   runs")
+    med = {}
+    for name, times in results.items():
+        med[name] = statistics.median(times)
+        print(f"{name:<18} {med[name]:9.2f} {size_mb / med[name]:8.1f} {n_lines / med[name]:12,.0f} "
+              f"{coll / med[name]:13,.0f}   {', '.join(f'{x:.2f}' for x in times)}")
+    print(f"speed-up (median): {med['plain re reader'] / med['read_nccl_logs']:.2f}x")
+
+
+if __name__ == "__main__":
+    main()

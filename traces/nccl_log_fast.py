@@ -1,0 +1,314 @@
+"""Positional, vectorised reading of standard COLL and TUNING lines straight from a chunk's bytes.
+
+The COLL format string is fixed (``docs/nccl_logs.md``), so once the positions of the spaces of a chunk
+are known (one numpy pass), token k of every COLL body is a pair of array lookups, and numbers are read
+from a (rows x digits) matrix of bytes. No regex runs per line. Rows whose layout is not exactly one of the
+known ones (interleaved writes, missing prefix, odd tokens) are flagged, and the caller parses those with
+the forgiving per-line parser; both paths give the same fields.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from traces import nccl_log_lines as L
+
+NO_TS = np.iinfo(np.int64).min
+_HEX = np.full(256, 255, dtype=np.uint8)
+for _k, _c in enumerate(b"0123456789abcdef"):
+    _HEX[_c] = _k
+for _k, _c in enumerate(b"ABCDEF"):
+    _HEX[_c] = 10 + _k
+_POW10 = 10 ** np.arange(19, dtype=np.int64)
+_OP_BYTES = {name.encode(): name for name in L.NCCL_OPS}
+#: token count after ": opCount " -> (shift for ` acc %p`, has RCCL ` task %d globalrank %d`).
+LAYOUTS: dict[int, tuple[int, bool]] = {18: (0, False), 17: (0, False), 20: (2, False), 19: (2, False),
+                                        22: (0, True), 24: (2, True)}
+
+
+#: Bytes of zero padding after a chunk, so fixed-width gathers never run past the end.
+PAD = 64
+
+
+class Chunk:
+    """One chunk of complete lines, with newline and space positions for positional lookups."""
+
+    def __init__(self, buf: bytes):
+        self.buf = buf
+        self.n = len(buf)
+        self.arr = np.frombuffer(buf + bytes(PAD), dtype=np.uint8)
+        real = self.arr[: self.n]
+        ends = np.flatnonzero(real == 10)
+        if self.n and (len(ends) == 0 or ends[-1] != self.n - 1):
+            ends = np.append(ends, self.n)
+        self.ends = ends  # line i ends (exclusive, at its newline) at ends[i]
+        self.sp = np.flatnonzero(real == 32)
+        self._where: dict[int, np.ndarray] = {}
+
+    def find(self, literal: bytes, anchor: int) -> np.ndarray:
+        """Start positions of ``literal``: candidates where its byte ``anchor`` occurs, then verified."""
+        byte = literal[anchor]
+        if byte not in self._where:  # ": opCount " and "Channel " share their 'C' pass
+            self._where[byte] = np.flatnonzero(self.arr[: self.n] == byte)
+        cand = self._where[byte] - anchor
+        cand = cand[(cand >= 0) & (cand + len(literal) <= self.n)]
+        return cand[self.equals(cand, cand + len(literal), literal)]
+
+    def line_of(self, pos: np.ndarray) -> np.ndarray:
+        return np.searchsorted(self.ends, pos)
+
+    def line_bounds(self, li: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        start = np.where(li > 0, self.ends[np.maximum(li - 1, 0)] + 1, 0)
+        end = self.ends[li].copy()
+        cr = (end > start) & (self.arr[np.maximum(end - 1, 0)] == 13)
+        end[cr] -= 1
+        return start, end
+
+    def line_text(self, i: int) -> str:
+        start = int(self.ends[i - 1]) + 1 if i > 0 else 0
+        return self.buf[start: int(self.ends[i])].decode("utf-8", "replace").rstrip("\r")
+
+    def gather(self, start: np.ndarray, width: int) -> np.ndarray:
+        return self.arr[np.minimum(start, self.n)[:, None] + np.arange(width)]
+
+    def equals(self, start: np.ndarray, end: np.ndarray, word: bytes) -> np.ndarray:
+        ok = (end - start) == len(word)
+        return ok & (self.gather(start, len(word)) == np.frombuffer(word, dtype=np.uint8)).all(axis=1)
+
+    def decimal(self, start: np.ndarray, end: np.ndarray, width: int = 18) -> tuple[np.ndarray, np.ndarray]:
+        """Signed decimal integers in [start, end) of at most ``width`` digits; mask of well-formed rows."""
+        neg = self.arr[np.minimum(start, self.n)] == 45
+        start = start + neg
+        length = end - start
+        ok = (length >= 1) & (length <= width)
+        digits = self.gather(start, width).astype(np.int64) - 48
+        inside = np.arange(width) < length[:, None]
+        ok &= ((digits >= 0) & (digits <= 9) | ~inside).all(axis=1)
+        power = _POW10[np.clip(length[:, None] - 1 - np.arange(width), 0, 18)]
+        value = (np.where(inside, digits, 0) * power).sum(axis=1)
+        return np.where(neg, -value, value), ok
+
+    def hexnum(self, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Hex integers (no ``0x``) in [start, end), as uint64; mask of well-formed rows."""
+        length = end - start
+        ok = (length >= 1) & (length <= 16)
+        nib = _HEX[self.gather(start, 16)].astype(np.uint64)
+        inside = np.arange(16) < length[:, None]
+        ok &= ((nib < 16) | ~inside).all(axis=1)
+        shift = (np.clip(length[:, None] - 1 - np.arange(16), 0, 15) * 4).astype(np.uint64)
+        value = np.bitwise_or.reduce(np.where(inside, nib << shift, np.uint64(0)), axis=1)
+        return value, ok
+
+
+def _token_bounds(ch: Chunk, body: np.ndarray, j0: np.ndarray, nsp: np.ndarray, end: np.ndarray, k: int):
+    s = body if k == 0 else ch.sp[np.clip(j0 + k - 1, 0, len(ch.sp) - 1)] + 1
+    e = np.where(k < nsp, ch.sp[np.clip(j0 + k, 0, len(ch.sp) - 1)], end)
+    return s, e
+
+
+def coll_fields(ch: Chunk, marks: np.ndarray) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """Read the COLL lines whose ``": opCount "`` is at ``marks``.
+
+    Returns
+    -------
+    (columns, ok)
+        ``columns`` holds ``line`` (0-based index in the chunk), ``host``, ``pid``, ``tid``, ``ts_us``,
+        ``op``, ``opc``, ``count``, ``dt``, ``root``, ``comm``, ``nranks``, ``grank`` for every mark;
+        only rows with ``ok`` are valid, the rest need the per-line parser.
+    """
+    n = len(marks)
+    li = ch.line_of(marks)
+    start, end = ch.line_bounds(li)
+    ok = np.ones(n, dtype=bool)
+    if n > 1:  # two bodies in one line (interleaved writes): per-line parser
+        dup = np.zeros(n, dtype=bool)
+        dup[1:] = li[1:] == li[:-1]
+        dup[:-1] |= dup[1:]
+        ok &= ~dup
+    body = marks + len(L.COLL_MARK)
+    j0 = np.searchsorted(ch.sp, body)
+    nsp = np.searchsorted(ch.sp, end) - j0
+    ntok = nsp + 1
+    cols = {name: np.zeros(n, dtype=np.int64) for name in ("count", "dt", "root", "nranks", "grank")}
+    cols["grank"][:] = -1
+    opc = np.zeros(n, dtype=np.uint64)
+    comm = np.zeros(n, dtype=np.uint64)
+    layout_ok = np.zeros(n, dtype=bool)
+    for count, (shift, rccl) in LAYOUTS.items():
+        rows = np.flatnonzero(ok & (ntok == count))
+        if not len(rows):
+            continue
+        b, j, ns, e = body[rows], j0[rows], nsp[rows], end[rows]
+
+        def tok(k: int, b=b, j=j, ns=ns, e=e):
+            return _token_bounds(ch, b, j, ns, e, k)
+
+        good = ch.equals(*tok(1), b"sendbuff") & ch.equals(*tok(3), b"recvbuff")
+        if shift:
+            good &= ch.equals(*tok(5), b"acc")
+        for k, word in ((5, b"count"), (7, b"datatype"), (9, b"op"), (11, b"root"), (13, b"comm"),
+                        (16, b"stream")):
+            good &= ch.equals(*tok(k + shift), word)
+        for name, k, width in (("count", 6, 18), ("dt", 8, 4), ("root", 12, 9)):
+            value, valid = ch.decimal(*tok(k + shift), width)
+            cols[name][rows] = value
+            good &= valid
+        s, e2 = tok(15 + shift)
+        good &= ch.equals(s, s + 8, b"[nranks=") & (ch.arr[np.maximum(e2 - 1, 0)] == 93)
+        value, valid = ch.decimal(s + 8, e2 - 1, 9)
+        cols["nranks"][rows] = value
+        good &= valid
+        value, valid = ch.hexnum(*tok(0))
+        opc[rows] = value
+        good &= valid
+        s, e2 = tok(14 + shift)
+        good &= ch.equals(s, s + 2, b"0x")
+        value, valid = ch.hexnum(s + 2, e2)
+        comm[rows] = value
+        good &= valid
+        if rccl:
+            good &= ch.equals(*tok(18 + shift), b"task") & ch.equals(*tok(20 + shift), b"globalrank")
+            value, valid = ch.decimal(*tok(21 + shift), 9)
+            cols["grank"][rows] = value
+            good &= valid
+        layout_ok[rows] = good
+    ok &= layout_ok
+    # The op name is the word ending at the mark, right after " NCCL INFO ".
+    k = np.searchsorted(ch.sp, marks) - 1
+    op_start = np.maximum(np.where(k >= 0, ch.sp[np.maximum(k, 0)] + 1, 0), start)
+    ops = [_OP_BYTES.get(ch.buf[a:z]) for a, z in zip(op_start.tolist(), marks.tolist(), strict=True)]
+    op = np.array(ops, dtype=object)
+    ok &= op != None  # noqa: E711 - elementwise test on an object array
+    prefix = prefix_fields(ch, op_start, start)
+    ok &= prefix.pop("ok")
+    cols.update(prefix)
+    cols["op"] = op
+    cols["line"] = li
+    cols["opc"] = _hex_strings(opc, with_0x=False)
+    cols["comm"] = _hex_strings(comm, with_0x=True)
+    return cols, ok
+
+
+def _hex_strings(values: np.ndarray, with_0x: bool) -> np.ndarray:
+    uniq, inv = np.unique(values, return_inverse=True)
+    text = np.array([(f"0x{int(v):x}" if with_0x else f"{int(v):x}") for v in uniq], dtype=object)
+    return text[inv] if len(values) else np.empty(0, dtype=object)
+
+
+def prefix_fields(ch: Chunk, body_start: np.ndarray, line_start: np.ndarray) -> dict[str, np.ndarray]:
+    """host, pid, tid and outer timestamp of lines whose NCCL body starts at ``body_start``.
+
+    ``ok`` is False where the body is not preceded by ``host:pid:tid [dev] NCCL INFO ``.
+    """
+    n = len(body_start)
+    info = body_start - len(" NCCL INFO ")
+    ok = ch.equals(info, body_start, b" NCCL INFO ") & (info > line_start)
+    k = np.searchsorted(ch.sp, info)  # ch.sp[k] == info where ok
+    s1 = ch.sp[np.clip(k - 1, 0, len(ch.sp) - 1)]
+    ok &= (k >= 1) & (s1 >= line_start) & (ch.arr[np.minimum(s1 + 1, ch.n)] == 91)
+    s2 = np.where(k >= 2, ch.sp[np.clip(k - 2, 0, len(ch.sp) - 1)], -1)
+    has_outer = s2 >= line_start
+    hpt_start = np.where(has_outer, s2 + 1, line_start)
+    buf = ch.buf
+    hpt = [buf[a:z] for a, z in zip(hpt_start.tolist(), s1.tolist(), strict=True)]
+    codes, uniq = pd.factorize(np.array(hpt, dtype=object))
+    hosts, pids, tids, bad = [], [], [], []
+    for token in uniq:
+        parts = token.decode("utf-8", "replace").rsplit(":", 2)
+        good = len(parts) == 3 and parts[1].isdigit() and parts[2].isdigit()
+        # A launcher tag glued before the host (Open MPI ``[1,4]<stdout>:host``) ends at a ':'.
+        hosts.append(parts[0].rsplit(":", 1)[-1] if good else "")
+        pids.append(int(parts[1]) if good else -1)
+        tids.append(int(parts[2]) if good else -1)
+        bad.append(not good)
+    ok &= ~np.asarray(bad, dtype=bool)[codes] if n else ok
+    out = {
+        "host": np.asarray(hosts, dtype=object)[codes] if n else np.empty(0, dtype=object),
+        "pid": np.asarray(pids, dtype=np.int64)[codes] if n else np.empty(0, dtype=np.int64),
+        "tid": np.asarray(tids, dtype=np.int64)[codes] if n else np.empty(0, dtype=np.int64),
+        "ts_us": np.full(n, NO_TS, dtype=np.int64),
+        "ok": ok,
+    }
+    rows = np.flatnonzero(has_outer & ok)
+    if len(rows):
+        out["ts_us"][rows] = outer_timestamps(ch, line_start[rows], s2[rows])
+    return out
+
+
+def outer_timestamps(ch: Chunk, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Microseconds since the epoch of the timestamp in each outer prefix [start, end); NO_TS when none."""
+    buf = ch.buf
+    texts = [buf[a:z] for a, z in zip(start.tolist(), end.tolist(), strict=True)]
+    codes, uniq = pd.factorize(np.array(texts, dtype=object))
+    if len(uniq) <= max(64, len(texts) // 8):  # launcher tags, coarse stamps: each distinct value once
+        vals = [L.timestamp_us(u.decode("utf-8", "replace")) for u in uniq]
+        return np.array([NO_TS if v is None else v for v in vals], dtype=np.int64)[codes]
+    # One stamp per line (2.26 ``[%F %T.%Nf]`` or an external logger's): fixed layout, read positionally.
+    br = ch.arr[np.minimum(start, ch.n)] == 91  # '['
+    s = start + br
+    e = end - (ch.arr[np.maximum(end - 1, 0)] == 93)
+    m = ch.gather(s, 26).astype(np.int64)
+    d = m - 48
+    ok = (e - s >= 19) & (m[:, 4] == 45) & (m[:, 7] == 45) & ((m[:, 10] == 32) | (m[:, 10] == 84))
+    ok &= (m[:, 13] == 58) & (m[:, 16] == 58)
+    digit_cols = [0, 1, 2, 3, 5, 6, 8, 9, 11, 12, 14, 15, 17, 18]
+    ok &= ((d[:, digit_cols] >= 0) & (d[:, digit_cols] <= 9)).all(axis=1)
+    year = d[:, 0] * 1000 + d[:, 1] * 100 + d[:, 2] * 10 + d[:, 3]
+    month, day = d[:, 5] * 10 + d[:, 6], d[:, 8] * 10 + d[:, 9]
+    secs = (d[:, 11] * 10 + d[:, 12]) * 3600 + (d[:, 14] * 10 + d[:, 15]) * 60 + d[:, 17] * 10 + d[:, 18]
+    flen = np.clip(e - s - 20, 0, 6)
+    has_frac = e - s > 19
+    ok &= ~has_frac | ((m[:, 19] == 46) | (m[:, 19] == 44)) & (e - s <= 26)
+    fd = d[:, 20:26]
+    inside = np.arange(6) < flen[:, None]
+    ok &= ((fd >= 0) & (fd <= 9) | ~inside).all(axis=1)
+    frac = (np.where(inside, fd, 0) * _POW10[5 - np.arange(6)]).sum(axis=1)
+    out = _days_from_civil(year, month, day) * 86_400_000_000 + secs * 1_000_000 + frac
+    out = np.where(ok, out, NO_TS)
+    for i in np.flatnonzero(~ok):  # another layout (a tag before the stamp, ...): per-line parser
+        v = L.timestamp_us(texts[i].decode("utf-8", "replace"))
+        out[i] = NO_TS if v is None else v
+    return out
+
+
+def _days_from_civil(y: np.ndarray, m: np.ndarray, d: np.ndarray) -> np.ndarray:
+    """Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's algorithm), vectorised."""
+    y = y - (m <= 2)
+    era = np.floor_divide(y, 400)
+    yoe = y - era * 400
+    doy = (153 * (m + np.where(m > 2, -3, 9)) + 2) // 5 + d - 1
+    doe = yoe * 365 + yoe // 4 - yoe // 100 + doy
+    return era * 146097 + doe - 719468
+
+
+def tuning_fields(ch: Chunk, marks: np.ndarray) -> list[dict]:
+    """TUNING lines whose ``" Bytes -> Algo "`` is at ``marks`` (all three versions), as records."""
+    li = ch.line_of(marks)
+    start, end = ch.line_bounds(li)
+    k = np.searchsorted(ch.sp, marks) - 1  # the space before the byte count
+    nb_start = np.where(k >= 0, ch.sp[np.maximum(k, 0)] + 1, start)
+    nbytes, ok = ch.decimal(np.maximum(nb_start, start), marks)
+    k2 = k - 1
+    op_start = np.where(k2 >= 0, ch.sp[np.maximum(k2, 0)] + 1, start)
+    named = (op_start >= start) & (ch.arr[np.maximum(nb_start - 2, 0)] == 58)  # "%s: " before
+    body = np.where(named, op_start, nb_start)
+    prefix = prefix_fields(ch, body, start)
+    ok &= prefix["ok"]
+    out = []
+    buf = ch.buf
+    after = len(" Bytes -> Algo ")
+    for i in range(len(marks)):
+        if not ok[i]:
+            out.append({"line": int(li[i]), "ok": False})
+            continue
+        rest = buf[marks[i] + after: end[i]].split()
+        if len(rest) < 3 or rest[1] != b"proto":
+            out.append({"line": int(li[i]), "ok": False})
+            continue
+        op = buf[op_start[i]: nb_start[i] - 2].decode() if named[i] else None
+        out.append({"line": int(li[i]), "ok": True, "host": prefix["host"][i], "pid": int(prefix["pid"][i]),
+                    "op": L.op_name(op) if op else None, "nbytes": int(nbytes[i]),
+                    "algo": L.algo_name(rest[0].decode()), "proto": L.proto_name(rest[2].decode()),
+                    "ts_us": int(prefix["ts_us"][i])})
+    return out
