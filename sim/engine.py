@@ -48,6 +48,8 @@ import numpy as np
 from sim.errors import SimError
 
 _ISSUE, _START, _DONE, _FINISH = 0, 1, 2, 3
+#: intervals shorter than this fraction of the clock are float-rounding slivers (no rate is taken from them)
+_MIN_SEGMENT_REL = 1e-9
 
 
 @dataclass(frozen=True)
@@ -243,11 +245,12 @@ class LinkStats:
         if b <= a or len(idx) == 0:
             return
         self.total[idx] += vals
-        rate = vals / (b - a)
-        self.peak_rate[idx] = np.maximum(self.peak_rate[idx], rate)
-        hot = rate >= 0.9 * self.cap[idx] * (1 - 1e-9)
-        if hot.any():
-            self.busy90_s[idx[hot]] += b - a
+        if b - a > _MIN_SEGMENT_REL * abs(b):  # rates of float-rounding slivers mean nothing
+            rate = vals / (b - a)
+            self.peak_rate[idx] = np.maximum(self.peak_rate[idx], rate)
+            hot = rate >= 0.9 * self.cap[idx] * (1 - 1e-9)
+            if hot.any():
+                self.busy90_s[idx[hot]] += b - a
         self._bin(a, b, idx, vals)
 
     def _bin(self, a: float, b: float, idx: np.ndarray, vals: np.ndarray) -> None:
@@ -360,7 +363,10 @@ class Record:
             seg_a = seg_b = seg_vals = np.zeros(0)
             seg_ptr, seg_idx = np.zeros(1, dtype=np.int64), np.zeros(0, dtype=np.int64)
         dur = np.repeat(seg_b - seg_a, np.diff(seg_ptr))
-        rate = np.divide(seg_vals, dur, out=np.zeros_like(seg_vals), where=dur > 0)
+        # relative to the op's start: a sliver of the live run can be a little longer here; both are
+        # float rounding, far below any real interval
+        sliver = dur <= _MIN_SEGMENT_REL * np.repeat(np.abs(seg_b), np.diff(seg_ptr)) + 1e-15
+        rate = np.divide(seg_vals, dur, out=np.zeros_like(seg_vals), where=~sliver)
         link_idx, inv = np.unique(seg_idx, return_inverse=True)
         link_bytes = np.bincount(inv, weights=seg_vals, minlength=len(link_idx))
         peak = np.zeros(len(link_idx))

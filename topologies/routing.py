@@ -88,7 +88,8 @@ class Routes:
 
     Flow ``i`` has sub-flows ``j`` in ``[sub_ptr[i], sub_ptr[i+1])``; sub-flow ``j`` carries
     ``fraction[j]`` of the flow's bytes over links ``link_idx[link_ptr[j]:link_ptr[j+1]]``, ordered from
-    source to destination. A flow from a GPU to itself has one sub-flow with no links.
+    source to destination. A flow from a GPU to itself has one sub-flow with no links. ``sub_ptr``,
+    ``link_ptr`` and ``link_idx`` are int64 arrays, ``fraction`` float64 (summing to 1 per flow).
     """
 
     sub_ptr: np.ndarray

@@ -20,7 +20,7 @@ import pandas as pd
 from traces import nccl_log_comms as C
 from traces.ingest_report import IngestReport
 from traces.nccl_log_lines import NCCL_OPS
-from traces.nccl_log_rows import apply_tuning, build_rows
+from traces.nccl_log_rows import apply_tuning, build_rows, object_frame
 from traces.nccl_log_scan import NO_TS, FileScan, scan_file
 from traces.nccl_log_write import write_nccl_log
 from traces.schema import DTYPE_BYTES, NCCL_DTYPE_CODES, TraceError, empty_trace, new_metadata, validate
@@ -109,7 +109,7 @@ def _coll_frame(scans: list[FileScan]) -> pd.DataFrame:
     frames = []
     for f, s in enumerate(scans):
         # object columns stay object (pandas 3 would turn them into Arrow strings, slow to iterate)
-        part = pd.DataFrame({k: pd.Series(v, dtype=v.dtype, copy=False) for k, v in s.coll.items()})
+        part = object_frame(s.coll)
         part["pos"] = (np.int64(f) << C.POS_SHIFT) | part["line"].to_numpy(dtype=np.int64)
         part["file"] = f
         frames.append(part)
@@ -197,8 +197,11 @@ def _assemble(scans: list[FileScan], report: IngestReport) -> tuple[pd.DataFrame
     if len(rows):
         tunings = [dict(t, pos=C.pos_key(f, t["line"]), host=fixed.get((t["host"], t["pid"]), t["host"]))
                    for f, s in enumerate(scans) for t in s.tunings]
-        process = [instances[i].key[:2] for i in rows["inst"]]
-        unmatched = apply_tuning(rows, process, tunings)
+        proc_code = {}
+        inst_proc = np.array([proc_code.setdefault(i.key[:2], len(proc_code)) for i in instances], dtype=np.int64)
+        for t in tunings:
+            t["proc"] = proc_code.get((t["host"], t["pid"]), -1)
+        unmatched = apply_tuning(rows, inst_proc[rows["inst"].to_numpy()], tunings)
     else:
         unmatched = sum(len(s.tunings) for s in scans)
         notes.append("no usable COLL lines (log with NCCL_DEBUG_SUBSYS=COLL to see collectives)")
@@ -282,12 +285,13 @@ def _rows(c: pd.DataFrame, instances: list[C.Instance], ranks: dict[tuple[str, i
     dev = np.array([i.identity[2] for i in instances], dtype=np.int64)
     nranks = np.array([i.nranks for i in instances], dtype=np.int64)
     dtype = c["dt"].map(NCCL_DTYPE_CODES)
-    lines = pd.DataFrame({
+    lines = object_frame({
         "pos": c["pos"].to_numpy(), "inst": inst, "rank": grank[inst], "comm": comm[inst],
-        "op": c["op"].map(NCCL_OPS).to_numpy(), "opc": c["opc"].to_numpy(), "count": c["count"].to_numpy(),
-        "dtype": dtype.to_numpy(), "size": dtype.map(DTYPE_BYTES).to_numpy(dtype=np.int64),
-        "root": c["root"].to_numpy(), "nranks": np.where(nranks[inst] > 0, nranks[inst], c["nranks"]),
-        "ts_us": c["ts_us"].to_numpy(), "host": c["host"].to_numpy(), "device": dev[inst],
+        "op": c["op"].map(NCCL_OPS).to_numpy(dtype=object), "opc": c["opc"].to_numpy(dtype=object),
+        "count": c["count"].to_numpy(), "dtype": dtype.to_numpy(dtype=object),
+        "size": dtype.map(DTYPE_BYTES).to_numpy(dtype=np.int64), "root": c["root"].to_numpy(),
+        "nranks": np.where(nranks[inst] > 0, nranks[inst], c["nranks"]), "ts_us": c["ts_us"].to_numpy(),
+        "host": c["host"].to_numpy(dtype=object), "device": dev[inst],
     })
     return build_rows(lines)
 

@@ -72,6 +72,11 @@ class Chunk:
     def gather(self, start: np.ndarray, width: int) -> np.ndarray:
         return self.arr[np.minimum(start, self.n)[:, None] + np.arange(width)]
 
+    def looks_like(self, start: np.ndarray, end: np.ndarray, word: bytes) -> np.ndarray:
+        """Cheap keyword test for fixed-layout tokens: same length, first and last byte."""
+        return (((end - start) == len(word)) & (self.arr[np.minimum(start, self.n)] == word[0])
+                & (self.arr[np.maximum(end - 1, 0)] == word[-1]))
+
     def equals(self, start: np.ndarray, end: np.ndarray, word: bytes) -> np.ndarray:
         ok = (end - start) == len(word)
         return ok & (self.gather(start, len(word)) == np.frombuffer(word, dtype=np.uint8)).all(axis=1)
@@ -82,6 +87,7 @@ class Chunk:
         start = start + neg
         length = end - start
         ok = (length >= 1) & (length <= width)
+        width = int(min(width, max(int(length.max(initial=1)), 1)))  # gather only as wide as needed
         digits = self.gather(start, width).astype(np.int64) - 48
         inside = np.arange(width) < length[:, None]
         ok &= ((digits >= 0) & (digits <= 9) | ~inside).all(axis=1)
@@ -93,10 +99,11 @@ class Chunk:
         """Hex integers (no ``0x``) in [start, end), as uint64; mask of well-formed rows."""
         length = end - start
         ok = (length >= 1) & (length <= 16)
-        nib = _HEX[self.gather(start, 16)].astype(np.uint64)
-        inside = np.arange(16) < length[:, None]
+        width = int(min(16, max(int(length.max(initial=1)), 1)))
+        nib = _HEX[self.gather(start, width)].astype(np.uint64)
+        inside = np.arange(width) < length[:, None]
         ok &= ((nib < 16) | ~inside).all(axis=1)
-        shift = (np.clip(length[:, None] - 1 - np.arange(16), 0, 15) * 4).astype(np.uint64)
+        shift = (np.clip(length[:, None] - 1 - np.arange(width), 0, 15) * 4).astype(np.uint64)
         value = np.bitwise_or.reduce(np.where(inside, nib << shift, np.uint64(0)), axis=1)
         return value, ok
 
@@ -144,18 +151,20 @@ def coll_fields(ch: Chunk, marks: np.ndarray) -> tuple[dict[str, np.ndarray], np
         def tok(k: int, b=b, j=j, ns=ns, e=e):
             return _token_bounds(ch, b, j, ns, e, k)
 
-        good = ch.equals(*tok(1), b"sendbuff") & ch.equals(*tok(3), b"recvbuff")
+        # Layout = token count plus every keyword in place (length, first and last byte: the words of the
+        # format string differ in those, and numbers are checked digit by digit below).
+        good = ch.looks_like(*tok(1), b"sendbuff") & ch.looks_like(*tok(3), b"recvbuff")
         if shift:
-            good &= ch.equals(*tok(5), b"acc")
+            good &= ch.looks_like(*tok(5), b"acc")
         for k, word in ((5, b"count"), (7, b"datatype"), (9, b"op"), (11, b"root"), (13, b"comm"),
                         (16, b"stream")):
-            good &= ch.equals(*tok(k + shift), word)
+            good &= ch.looks_like(*tok(k + shift), word)
         for name, k, width in (("count", 6, 18), ("dt", 8, 4), ("root", 12, 9)):
             value, valid = ch.decimal(*tok(k + shift), width)
             cols[name][rows] = value
             good &= valid
         s, e2 = tok(15 + shift)
-        good &= ch.equals(s, s + 8, b"[nranks=") & (ch.arr[np.maximum(e2 - 1, 0)] == 93)
+        good &= ch.looks_like(s, s + 8, b"[nranks=") & (ch.arr[np.maximum(e2 - 1, 0)] == 93)
         value, valid = ch.decimal(s + 8, e2 - 1, 9)
         cols["nranks"][rows] = value
         good &= valid
@@ -163,12 +172,12 @@ def coll_fields(ch: Chunk, marks: np.ndarray) -> tuple[dict[str, np.ndarray], np
         opc[rows] = value
         good &= valid
         s, e2 = tok(14 + shift)
-        good &= ch.equals(s, s + 2, b"0x")
+        good &= ch.looks_like(s, s + 2, b"0x")
         value, valid = ch.hexnum(s + 2, e2)
         comm[rows] = value
         good &= valid
         if rccl:
-            good &= ch.equals(*tok(18 + shift), b"task") & ch.equals(*tok(20 + shift), b"globalrank")
+            good &= ch.looks_like(*tok(18 + shift), b"task") & ch.looks_like(*tok(20 + shift), b"globalrank")
             value, valid = ch.decimal(*tok(21 + shift), 9)
             cols["grank"][rows] = value
             good &= valid
@@ -177,8 +186,7 @@ def coll_fields(ch: Chunk, marks: np.ndarray) -> tuple[dict[str, np.ndarray], np
     # The op name is the word ending at the mark, right after " NCCL INFO ".
     k = np.searchsorted(ch.sp, marks) - 1
     op_start = np.maximum(np.where(k >= 0, ch.sp[np.maximum(k, 0)] + 1, 0), start)
-    ops = [_OP_BYTES.get(ch.buf[a:z]) for a, z in zip(op_start.tolist(), marks.tolist(), strict=True)]
-    op = np.array(ops, dtype=object)
+    op = _op_names(ch, op_start, marks)
     ok &= op != None  # noqa: E711 - elementwise test on an object array
     prefix = prefix_fields(ch, op_start, start)
     ok &= prefix.pop("ok")
@@ -188,6 +196,23 @@ def coll_fields(ch: Chunk, marks: np.ndarray) -> tuple[dict[str, np.ndarray], np
     cols["opc"] = _hex_strings(opc, with_0x=False)
     cols["comm"] = _hex_strings(comm, with_0x=True)
     return cols, ok
+
+
+_OP_KEYS = {(len(b), b[0], b[3] if len(b) > 3 else 0): name for b, name in _OP_BYTES.items()}
+
+
+def _op_names(ch: Chunk, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """The NCCL op name in each [start, end), or None; found by (length, bytes 0 and 3), then checked."""
+    length = end - start
+    key = (length << 16) | (ch.arr[np.minimum(start, ch.n)].astype(np.int64) << 8) | np.where(
+        length > 3, ch.arr[np.minimum(start + 3, ch.n)], 0)
+    out = np.full(len(start), None, dtype=object)
+    for (n, b0, b3), name in _OP_KEYS.items():
+        rows = np.flatnonzero(key == ((n << 16) | (b0 << 8) | b3))
+        if len(rows):
+            same = ch.equals(start[rows], end[rows], name.encode())
+            out[rows[same]] = name
+    return out
 
 
 def _hex_strings(values: np.ndarray, with_0x: bool) -> np.ndarray:
@@ -203,7 +228,8 @@ def prefix_fields(ch: Chunk, body_start: np.ndarray, line_start: np.ndarray) -> 
     """
     n = len(body_start)
     info = body_start - len(" NCCL INFO ")
-    ok = ch.equals(info, body_start, b" NCCL INFO ") & (info > line_start)
+    ok = ch.looks_like(info, body_start, b" NCCL INFO ") & (ch.arr[np.maximum(info + 1, 0)] == 78) & (
+        info > line_start)
     k = np.searchsorted(ch.sp, info)  # ch.sp[k] == info where ok
     s1 = ch.sp[np.clip(k - 1, 0, len(ch.sp) - 1)]
     ok &= (k >= 1) & (s1 >= line_start) & (ch.arr[np.minimum(s1 + 1, ch.n)] == 91)

@@ -19,6 +19,13 @@ from traces.schema import P2P_OPS, ROOTED_OPS
 TUNING_WINDOW = 256
 
 
+def object_frame(columns: dict[str, Any]) -> pd.DataFrame:
+    """A DataFrame whose text columns stay ``object`` (pandas 3 would make them Arrow strings, which are
+    slow to build, take and iterate in the row-wise steps here)."""
+    return pd.DataFrame({k: pd.Series(v, dtype=getattr(v, "dtype", None) or object, copy=False)
+                         for k, v in columns.items()})
+
+
 def _runs(df: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     """Run id of each row and a mask of rows in a Send/Recv group (>= 2 consecutive lines, one opCount)."""
     p2p = df["op"].isin(P2P_OPS).to_numpy()
@@ -91,7 +98,7 @@ def _fold(g: pd.DataFrame) -> pd.DataFrame:
     sends = g[g["op"] == "Send"].sort_values(["run", "root"], kind="stable")
     run = sends["run"].to_numpy()
     cuts = np.flatnonzero(run[1:] != run[:-1]) + 1
-    splits = [tuple(int(x) for x in part) for part in np.split(sends["bytes"].to_numpy(), cuts)]
+    splits = [tuple(part.tolist()) for part in np.split(sends["bytes"].to_numpy(dtype=np.int64), cuts)]
     total = sends.groupby("run", sort=False)["count"].sum()
     head = g.sort_values("pos", kind="stable").groupby("run", sort=False).head(1).set_index("run")
     head = head.loc[total.index].copy()
@@ -104,7 +111,7 @@ def _fold(g: pd.DataFrame) -> pd.DataFrame:
     return head.reset_index()
 
 
-def apply_tuning(rows: pd.DataFrame, process: list, tunings: list[dict[str, Any]]) -> int:
+def apply_tuning(rows: pd.DataFrame, process: np.ndarray, tunings: list[dict[str, Any]]) -> int:
     """Set ``algo``/``proto`` from TUNING lines; return how many TUNING lines matched no COLL line.
 
     A TUNING line is printed when the op is launched, after its COLL line, by the same process: it goes to
@@ -119,9 +126,11 @@ def apply_tuning(rows: pd.DataFrame, process: list, tunings: list[dict[str, Any]
     if not tunings or not len(rows):
         return len(tunings)
     cand = ~rows["op"].isin(P2P_OPS).to_numpy() & (rows["split_bytes"].map(len).to_numpy() == 0)
-    by_proc: dict[Any, list[int]] = {}
-    for i in np.flatnonzero(cand):
-        by_proc.setdefault(process[i], []).append(int(i))
+    cand_idx = np.flatnonzero(cand)
+    order = np.lexsort((rows["pos"].to_numpy()[cand_idx], process[cand_idx]))
+    cand_idx = cand_idx[order]
+    cuts = np.flatnonzero(np.diff(process[cand_idx])) + 1
+    by_proc = {int(process[part[0]]): part for part in np.split(cand_idx, cuts) if len(part)}
     pos = rows["pos"].to_numpy()
     ops, nbytes = rows["op"].to_numpy(), rows["bytes"].to_numpy()
     scaled = nbytes * np.where(rows["op"].isin(["AllGather", "ReduceScatter"]), rows["nranks"], 1)
@@ -130,11 +139,11 @@ def apply_tuning(rows: pd.DataFrame, process: list, tunings: list[dict[str, Any]
     unmatched = 0
     tun_by_proc: dict[Any, list[dict[str, Any]]] = {}
     for t in tunings:
-        tun_by_proc.setdefault((t["host"], t["pid"]), []).append(t)
+        tun_by_proc.setdefault(t["proc"], []).append(t)
     taken = np.zeros(len(rows), dtype=bool)
     for proc, tlist in tun_by_proc.items():
         tlist = sorted(tlist, key=lambda t: t["pos"])
-        idx = np.array(sorted(by_proc.get(proc, []), key=lambda i: pos[i]), dtype=np.int64)
+        idx = by_proc.get(proc, np.empty(0, dtype=np.int64))
         idx_pos = pos[idx] if len(idx) else np.empty(0, dtype=np.int64)
         t_pos = np.array([t["pos"] for t in tlist], dtype=np.int64)
         t_op = np.array([t["op"] for t in tlist], dtype=object)

@@ -82,7 +82,7 @@ def test_llama_training_builtin():
     assert (df["group"] >= 0).any()
 
 
-@pytest.mark.parametrize("name", BUILTINS)
+@pytest.mark.parametrize("name", [pytest.param(BUILTINS[0], marks=pytest.mark.slow), *BUILTINS[1:]])
 def test_builtin_regenerates_from_its_readme_command(name, tmp_path):
     argv = _readme_commands()[name]
     out = tmp_path / name
