@@ -62,7 +62,7 @@ def make_trace(target_lines: int, seed: int = 0) -> pd.DataFrame:
                 count = int(rng.integers(1, 1 << 22))
                 for r in members:
                     add(r, name, op, count, algo="RING", proto="SIMPLE")
-                lines += 2 * len(members)  # COLL + TUNING line each
+                lines += len(members)  # COLL lines (each followed by a TUNING line, not counted)
         for name, members in pp.items():
             for a in range(len(members) - 1):
                 count = int(rng.integers(1, 1 << 20))

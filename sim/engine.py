@@ -331,6 +331,7 @@ class _OpRun:
     deps_left: np.ndarray
     subs_left: np.ndarray
     transfers_left: int
+    t_last: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -519,7 +520,7 @@ class Engine:
         prep = self.prepare(op)
         self.op_algo[op] = prep.algo
         n = prep.n_transfers
-        run = _OpRun(prep, t, prep.dep_count.copy(), np.diff(prep.sub_ptr).astype(np.int64), n)
+        run = _OpRun(prep, t, prep.dep_count.copy(), np.diff(prep.sub_ptr).astype(np.int64), n, t)
         if n == 0:
             self._push(t, _FINISH, op)
             return
@@ -579,7 +580,9 @@ class Engine:
             if len(op_arr) == 0:
                 return
         link_ptr, link_idx = csr_take(self.paths.ptr, self.paths.links, path)
-        if not self._net_busy():  # nothing moved while the network was idle
+        if self._net_busy():
+            self._advance(now)  # bytes moved at the old rates up to now
+        else:  # nothing moved while the network was idle
             self.last_t = now
         ids = np.asarray(self.net.add_flows(now, link_ptr, link_idx, sizes), dtype=np.int64)
         top = int(ids.max()) + 1
@@ -599,16 +602,51 @@ class Engine:
                 fl.rec.flow_ids.append(ids[op_arr == op])
 
     def _completions(self, ops: np.ndarray, subs: np.ndarray, t_done: np.ndarray, now: float) -> None:
-        """Sub-flows of ``ops`` finish at ``t_done`` (bytes sent plus latency): queue them in order."""
-        if len(ops) == 1 or (ops[0] == ops[-1] and (ops == ops[0]).all() and (t_done == t_done[0]).all()):
-            self._push(float(t_done[0]), _DONE, (int(ops[0]), subs))
+        """Sub-flows of ``ops`` finish at ``t_done`` (bytes sent plus latency).
+
+        Transfers that nothing waits for are settled at once (their op only needs the count and the
+        latest time); the others are queued as events at their own times, in order.
+        """
+        if not (ops == ops[0]).all():
+            for op in np.unique(ops).tolist():
+                m = ops == op
+                self._completions(ops[m], subs[m], t_done[m], now)
             return
-        order = np.lexsort((ops, t_done))
-        ops, subs, t_done = ops[order], subs[order], t_done[order]
-        cut = np.flatnonzero((ops[1:] != ops[:-1]) | (t_done[1:] != t_done[:-1])) + 1
-        bounds = [0, *cut.tolist(), len(ops)]
+        op = int(ops[0])
+        run = self.runs[op]
+        prep = run.prep
+        tr = prep.sub_transfer[subs]
+        waited = prep.rev_ptr[tr + 1] > prep.rev_ptr[tr]
+        if not waited.all():
+            leaf = ~waited
+            self._settle(op, run, tr[leaf], float(t_done[leaf].max()))
+            subs, t_done = subs[waited], t_done[waited]
+            if len(subs) == 0:
+                return
+        if (t_done == t_done[0]).all():
+            self._push(float(t_done[0]), _DONE, (op, subs))
+            return
+        order = np.argsort(t_done, kind="stable")
+        subs, t_done = subs[order], t_done[order]
+        cut = np.flatnonzero(t_done[1:] != t_done[:-1]) + 1
+        bounds = [0, *cut.tolist(), len(subs)]
         for a, b in zip(bounds[:-1], bounds[1:], strict=True):
-            self._push(float(t_done[a]), _DONE, (int(ops[a]), subs[a:b]))
+            self._push(float(t_done[a]), _DONE, (op, subs[a:b]))
+
+    def _settle(self, op: int, run: _OpRun, tr: np.ndarray, t_last: float) -> None:
+        """Count transfers (sub-flows ``tr``) as done by ``t_last``; end the op when none is left."""
+        if len(tr) == 1:
+            run.subs_left[tr] -= 1
+            finished = tr if run.subs_left[tr[0]] == 0 else tr[:0]
+        else:
+            np.subtract.at(run.subs_left, tr, 1)
+            tr = np.unique(tr)
+            finished = tr[run.subs_left[tr] == 0]
+        run.t_last = max(run.t_last, t_last)
+        run.transfers_left -= len(finished)
+        if run.transfers_left == 0:
+            self.runs.pop(op, None)
+            self._push(run.t_last, _FINISH, op)
 
     def _done(self, op: int, subs: np.ndarray, t: float) -> None:
         run = self.runs[op]
@@ -620,6 +658,7 @@ class Engine:
         if len(finished) == 0:
             return
         run.transfers_left -= len(finished)
+        run.t_last = max(run.t_last, t)
         dep_ptr, dep_idx = csr_take(prep.rev_ptr, prep.rev_idx, finished)
         if len(dep_idx):
             np.subtract.at(run.deps_left, dep_idx, 1)
@@ -627,7 +666,8 @@ class Engine:
             ready = cand[run.deps_left[cand] == 0]
             self._schedule(op, ready, t + prep.delay_s[ready], t)
         if run.transfers_left == 0:
-            self._finish(op, t)
+            self.runs.pop(op, None)
+            self._push(run.t_last, _FINISH, op)
 
     def _finish(self, op: int, t: float) -> None:
         self.op_end[op] = t
@@ -775,8 +815,9 @@ class Engine:
             if t_heap == inf:
                 break
             t = t_heap
-            if self._net_busy():
-                self._advance(t)
+            # The network is advanced lazily: its rates change only at its own completions (handled
+            # above) and when flows are added (``_flush`` advances first), so heap events that add no
+            # flow (a transfer's latency tail ending, a rank issuing) leave it alone.
             while self.heap and self.heap[0][0] <= t:
                 _, _, kind, payload = heapq.heappop(self.heap)
                 if kind == _ISSUE:

@@ -195,12 +195,16 @@ def _assemble(scans: list[FileScan], report: IngestReport) -> tuple[pd.DataFrame
     rows = _rows(c, instances, ranks)
     unmatched = 0
     if len(rows):
-        tunings = [dict(t, pos=C.pos_key(f, t["line"]), host=fixed.get((t["host"], t["pid"]), t["host"]))
-                   for f, s in enumerate(scans) for t in s.tunings]
-        proc_code = {}
+        proc_code: dict[tuple[str, int], int] = {}
         inst_proc = np.array([proc_code.setdefault(i.key[:2], len(proc_code)) for i in instances], dtype=np.int64)
-        for t in tunings:
-            t["proc"] = proc_code.get((t["host"], t["pid"]), -1)
+        tunings = []
+        for f, s in enumerate(scans):
+            base = f << C.POS_SHIFT
+            for t in s.tunings:
+                key = (t["host"], t["pid"])
+                t["pos"] = base | t["line"]
+                t["proc"] = proc_code.get((fixed.get(key, key[0]), key[1]), -1)
+                tunings.append(t)
         unmatched = apply_tuning(rows, inst_proc[rows["inst"].to_numpy()], tunings)
     else:
         unmatched = sum(len(s.tunings) for s in scans)

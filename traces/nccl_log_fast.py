@@ -108,10 +108,8 @@ class Chunk:
         return value, ok
 
 
-def _token_bounds(ch: Chunk, body: np.ndarray, j0: np.ndarray, nsp: np.ndarray, end: np.ndarray, k: int):
-    s = body if k == 0 else ch.sp[np.clip(j0 + k - 1, 0, len(ch.sp) - 1)] + 1
-    e = np.where(k < nsp, ch.sp[np.clip(j0 + k, 0, len(ch.sp) - 1)], end)
-    return s, e
+#: Spaces read per COLL body: one more than the longest layout has, to tell "too many tokens".
+_WINDOW = max(LAYOUTS) + 1
 
 
 def coll_fields(ch: Chunk, marks: np.ndarray) -> tuple[dict[str, np.ndarray], np.ndarray]:
@@ -134,8 +132,15 @@ def coll_fields(ch: Chunk, marks: np.ndarray) -> tuple[dict[str, np.ndarray], np
         dup[:-1] |= dup[1:]
         ok &= ~dup
     body = marks + len(L.COLL_MARK)
-    j0 = np.searchsorted(ch.sp, body)
-    nsp = np.searchsorted(ch.sp, end) - j0
+    # ": opCount " holds spaces at +1 and +9, so the first space of the body is 2 after the mark's first.
+    # The body's spaces are then read as one (rows x window) block: one cache-friendly gather per row
+    # instead of a random lookup per token.
+    k1 = np.searchsorted(ch.sp, marks)
+    last = max(len(ch.sp) - 1, 0)
+    spaces = ch.sp[np.minimum((k1 + 2)[:, None] + np.arange(_WINDOW), last)] if len(ch.sp) else np.zeros(
+        (n, _WINDOW), dtype=np.int64)
+    inside = (spaces < end[:, None]) & ((k1 + 2)[:, None] + np.arange(_WINDOW) <= last)
+    nsp = inside.sum(axis=1)
     ntok = nsp + 1
     cols = {name: np.zeros(n, dtype=np.int64) for name in ("count", "dt", "root", "nranks", "grank")}
     cols["grank"][:] = -1
@@ -146,10 +151,11 @@ def coll_fields(ch: Chunk, marks: np.ndarray) -> tuple[dict[str, np.ndarray], np
         rows = np.flatnonzero(ok & (ntok == count))
         if not len(rows):
             continue
-        b, j, ns, e = body[rows], j0[rows], nsp[rows], end[rows]
+        b, sp, e = body[rows], spaces[rows], end[rows]
+        nt = count - 1  # spaces inside the body for this layout
 
-        def tok(k: int, b=b, j=j, ns=ns, e=e):
-            return _token_bounds(ch, b, j, ns, e, k)
+        def tok(k: int, b=b, sp=sp, e=e, nt=nt):
+            return (b if k == 0 else sp[:, k - 1] + 1), (sp[:, k] if k < nt else e)
 
         # Layout = token count plus every keyword in place (length, first and last byte: the words of the
         # format string differ in those, and numbers are checked digit by digit below).
@@ -184,11 +190,11 @@ def coll_fields(ch: Chunk, marks: np.ndarray) -> tuple[dict[str, np.ndarray], np
         layout_ok[rows] = good
     ok &= layout_ok
     # The op name is the word ending at the mark, right after " NCCL INFO ".
-    k = np.searchsorted(ch.sp, marks) - 1
-    op_start = np.maximum(np.where(k >= 0, ch.sp[np.maximum(k, 0)] + 1, 0), start)
+    k = k1 - 1
+    op_start = np.maximum(np.where(k >= 0, ch.sp[np.clip(k, 0, last)] + 1, 0), start) if len(ch.sp) else start
     op = _op_names(ch, op_start, marks)
     ok &= op != None  # noqa: E711 - elementwise test on an object array
-    prefix = prefix_fields(ch, op_start, start)
+    prefix = prefix_fields(ch, op_start, start, k1 - 3)
     ok &= prefix.pop("ok")
     cols.update(prefix)
     cols["op"] = op
@@ -221,16 +227,20 @@ def _hex_strings(values: np.ndarray, with_0x: bool) -> np.ndarray:
     return text[inv] if len(values) else np.empty(0, dtype=object)
 
 
-def prefix_fields(ch: Chunk, body_start: np.ndarray, line_start: np.ndarray) -> dict[str, np.ndarray]:
+def prefix_fields(ch: Chunk, body_start: np.ndarray, line_start: np.ndarray,
+                  k: np.ndarray | None = None) -> dict[str, np.ndarray]:
     """host, pid, tid and outer timestamp of lines whose NCCL body starts at ``body_start``.
 
-    ``ok`` is False where the body is not preceded by ``host:pid:tid [dev] NCCL INFO ``.
+    ``ok`` is False where the body is not preceded by ``host:pid:tid [dev] NCCL INFO ``. ``k``, when the
+    caller knows it, is the index in ``ch.sp`` of the space that starts ``" NCCL INFO "``.
     """
     n = len(body_start)
     info = body_start - len(" NCCL INFO ")
     ok = ch.looks_like(info, body_start, b" NCCL INFO ") & (ch.arr[np.maximum(info + 1, 0)] == 78) & (
         info > line_start)
-    k = np.searchsorted(ch.sp, info)  # ch.sp[k] == info where ok
+    if k is None:
+        k = np.searchsorted(ch.sp, info)
+    ok &= (k >= 0) & (ch.sp[np.clip(k, 0, max(len(ch.sp) - 1, 0))] == info) if len(ch.sp) else ok & False
     s1 = ch.sp[np.clip(k - 1, 0, len(ch.sp) - 1)]
     ok &= (k >= 1) & (s1 >= line_start) & (ch.arr[np.minimum(s1 + 1, ch.n)] == 91)
     s2 = np.where(k >= 2, ch.sp[np.clip(k - 2, 0, len(ch.sp) - 1)], -1)
@@ -263,38 +273,39 @@ def prefix_fields(ch: Chunk, body_start: np.ndarray, line_start: np.ndarray) -> 
 
 
 def outer_timestamps(ch: Chunk, start: np.ndarray, end: np.ndarray) -> np.ndarray:
-    """Microseconds since the epoch of the timestamp in each outer prefix [start, end); NO_TS when none."""
-    buf = ch.buf
-    texts = [buf[a:z] for a, z in zip(start.tolist(), end.tolist(), strict=True)]
-    codes, uniq = pd.factorize(np.array(texts, dtype=object))
-    if len(uniq) <= max(64, len(texts) // 8):  # launcher tags, coarse stamps: each distinct value once
-        vals = [L.timestamp_us(u.decode("utf-8", "replace")) for u in uniq]
-        return np.array([NO_TS if v is None else v for v in vals], dtype=np.int64)[codes]
-    # One stamp per line (2.26 ``[%F %T.%Nf]`` or an external logger's): fixed layout, read positionally.
+    """Microseconds since the epoch of the timestamp in each outer prefix [start, end); NO_TS when none.
+
+    The NCCL 2.26 ``[%F %T.%Nf]`` and external ``%F %T.%f`` layouts are read positionally; any other outer
+    text (a launcher tag, a tag before the stamp) goes to the per-line parser once per distinct text.
+    """
     br = ch.arr[np.minimum(start, ch.n)] == 91  # '['
     s = start + br
     e = end - (ch.arr[np.maximum(end - 1, 0)] == 93)
-    m = ch.gather(s, 26).astype(np.int64)
-    d = m - 48
+    m = ch.gather(s, 26)
+    d = m - np.uint8(48)  # digits become 0..9; anything else wraps to >= 10
     ok = (e - s >= 19) & (m[:, 4] == 45) & (m[:, 7] == 45) & ((m[:, 10] == 32) | (m[:, 10] == 84))
     ok &= (m[:, 13] == 58) & (m[:, 16] == 58)
-    digit_cols = [0, 1, 2, 3, 5, 6, 8, 9, 11, 12, 14, 15, 17, 18]
-    ok &= ((d[:, digit_cols] >= 0) & (d[:, digit_cols] <= 9)).all(axis=1)
-    year = d[:, 0] * 1000 + d[:, 1] * 100 + d[:, 2] * 10 + d[:, 3]
-    month, day = d[:, 5] * 10 + d[:, 6], d[:, 8] * 10 + d[:, 9]
-    secs = (d[:, 11] * 10 + d[:, 12]) * 3600 + (d[:, 14] * 10 + d[:, 15]) * 60 + d[:, 17] * 10 + d[:, 18]
+    ok &= (d[:, [0, 1, 2, 3, 5, 6, 8, 9, 11, 12, 14, 15, 17, 18]] <= 9).all(axis=1)
+    di = d[:, :19].astype(np.int64)
+    year = di[:, 0] * 1000 + di[:, 1] * 100 + di[:, 2] * 10 + di[:, 3]
+    month, day = di[:, 5] * 10 + di[:, 6], di[:, 8] * 10 + di[:, 9]
+    secs = (di[:, 11] * 10 + di[:, 12]) * 3600 + (di[:, 14] * 10 + di[:, 15]) * 60 + di[:, 17] * 10 + di[:, 18]
     flen = np.clip(e - s - 20, 0, 6)
     has_frac = e - s > 19
     ok &= ~has_frac | ((m[:, 19] == 46) | (m[:, 19] == 44)) & (e - s <= 26)
     fd = d[:, 20:26]
     inside = np.arange(6) < flen[:, None]
-    ok &= ((fd >= 0) & (fd <= 9) | ~inside).all(axis=1)
-    frac = (np.where(inside, fd, 0) * _POW10[5 - np.arange(6)]).sum(axis=1)
+    ok &= ((fd <= 9) | ~inside).all(axis=1)
+    frac = (np.where(inside, fd, 0).astype(np.int64) * _POW10[5 - np.arange(6)]).sum(axis=1)
     out = _days_from_civil(year, month, day) * 86_400_000_000 + secs * 1_000_000 + frac
     out = np.where(ok, out, NO_TS)
-    for i in np.flatnonzero(~ok):  # another layout (a tag before the stamp, ...): per-line parser
-        v = L.timestamp_us(texts[i].decode("utf-8", "replace"))
-        out[i] = NO_TS if v is None else v
+    rest = np.flatnonzero(~ok)
+    if len(rest):
+        buf = ch.buf
+        texts = [buf[a:z] for a, z in zip(start[rest].tolist(), end[rest].tolist(), strict=True)]
+        codes, uniq = pd.factorize(np.array(texts, dtype=object))
+        vals = [L.timestamp_us(u.decode("utf-8", "replace")) for u in uniq]
+        out[rest] = np.array([NO_TS if v is None else v for v in vals], dtype=np.int64)[codes]
     return out
 
 
@@ -324,17 +335,25 @@ def tuning_fields(ch: Chunk, marks: np.ndarray) -> list[dict]:
     out = []
     buf = ch.buf
     after = len(" Bytes -> Algo ")
-    for i in range(len(marks)):
-        if not ok[i]:
-            out.append({"line": int(li[i]), "ok": False})
-            continue
-        rest = buf[marks[i] + after: end[i]].split()
+    names: dict[bytes, str | None] = {}
+    algos: dict[bytes, str] = {}
+    protos: dict[bytes, str] = {}
+    # Plain lists: indexing them is far cheaper than indexing numpy arrays one element at a time.
+    cols = zip(li.tolist(), ok.tolist(), marks.tolist(), end.tolist(), named.tolist(), op_start.tolist(),
+               nb_start.tolist(), nbytes.tolist(), prefix["host"].tolist(), prefix["pid"].tolist(),
+               prefix["ts_us"].tolist(), strict=True)
+    for line, good, mark, stop, has_op, o0, n0, nb, host, pid, ts in cols:
+        rest = buf[mark + after: stop].split() if good else ()
         if len(rest) < 3 or rest[1] != b"proto":
-            out.append({"line": int(li[i]), "ok": False})
+            out.append({"line": line, "ok": False})
             continue
-        op = buf[op_start[i]: nb_start[i] - 2].decode() if named[i] else None
-        out.append({"line": int(li[i]), "ok": True, "host": prefix["host"][i], "pid": int(prefix["pid"][i]),
-                    "op": L.op_name(op) if op else None, "nbytes": int(nbytes[i]),
-                    "algo": L.algo_name(rest[0].decode()), "proto": L.proto_name(rest[2].decode()),
-                    "ts_us": int(prefix["ts_us"][i])})
+        raw = buf[o0: n0 - 2] if has_op else b""
+        if raw not in names:
+            names[raw] = L.op_name(raw.decode("utf-8", "replace")) if raw else None
+        if rest[0] not in algos:
+            algos[rest[0]] = L.algo_name(rest[0].decode("utf-8", "replace"))
+        if rest[2] not in protos:
+            protos[rest[2]] = L.proto_name(rest[2].decode("utf-8", "replace"))
+        out.append({"line": line, "ok": True, "host": host, "pid": pid, "op": names[raw], "nbytes": nb,
+                    "algo": algos[rest[0]], "proto": protos[rest[2]], "ts_us": ts})
     return out

@@ -25,7 +25,7 @@ from traces import nccl_log_lines as L
 from traces.ingest_report import IngestReport
 from traces.schema import TraceError
 
-CHUNK_BYTES = 8 << 20
+CHUNK_BYTES = 2 << 20  # measured: 2 MiB beat 1 and 8 MiB (cache-resident working set)
 NO_TS = F.NO_TS
 #: Columns of the COLL records a scan returns (numpy arrays of equal length).
 COLL_FIELDS = ("line", "host", "pid", "tid", "ts_us", "op", "opc", "count", "dt", "root", "comm", "nranks",
@@ -260,10 +260,11 @@ def _note_ts(scan: FileScan, ts: int | None) -> None:
 
 
 def _parse_other(text: str, line: int, scan: FileScan) -> None:
-    m = L.VERSION_RE.search(text)
+    # Cheap substring guards first: most candidates are transport lines ("Channel 00/0 : 0[0] -> 1[1]").
+    m = L.VERSION_RE.search(text) if "NCCL version" in text else None
     if m:
         scan.versions.append(m["version"])
-    m = L.INIT_RE.search(text)
+    m = L.INIT_RE.search(text) if "anks " in text else None
     if m:
         prefix = L.parse_prefix_at(text, m.start())
         tail_end = text.find(" NCCL INFO ", m.end())
@@ -279,7 +280,7 @@ def _parse_other(text: str, line: int, scan: FileScan) -> None:
         })
         _note_ts(scan, prefix.ts_us)
         return
-    m = L.RING_RE.search(text)
+    m = L.RING_RE.search(text) if "Channel " in text and "->" not in text else None
     if m:
         prefix = L.parse_prefix_at(text, m.start())
         scan.rings.append({
@@ -288,7 +289,7 @@ def _parse_other(text: str, line: int, scan: FileScan) -> None:
         })
         _note_ts(scan, prefix.ts_us)
         return
-    m = L.TUNING_RE.search(text)
+    m = L.TUNING_RE.search(text) if "Bytes -> Algo" in text else None
     if m:
         prefix = L.parse_prefix_at(text, m.start())
         scan.tunings.append({

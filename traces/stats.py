@@ -301,6 +301,8 @@ class Bandwidth:
         Rows with and without a ``t_start_s``; untimed rows are not in the table and are reported here.
     untimed_bytes : int
         Bytes of the untimed rows.
+    origin_s : float
+        Start of the first window (0, or earlier when a ``t_start_s`` is negative).
     """
 
     table: pd.DataFrame

@@ -7,11 +7,6 @@ from pathlib import Path
 
 import click
 
-#: Files written into --out, in the order they are made.
-TABLES = ("op_counts.csv", "sizes.csv", "request_sizes.csv", "bandwidth.csv", "comms.csv",
-          "op_counts_by_comm.csv", "sizes_by_comm.csv", "bandwidth_by_comm.csv")
-PLOTS = ("op_counts.png", "sizes_per_op.png", "request_sizes.png", "bandwidth.png", "bandwidth_by_comm.png")
-
 
 def default_out(trace: str) -> Path:
     """``simrun-analyze/<trace-stem>/``."""

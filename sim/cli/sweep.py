@@ -79,7 +79,7 @@ def command(trace: str, topos: str, sets: tuple[str, ...], algos: str, routings:
             scheduler: str | None, workers: int, serial: bool, out: Path | None) -> None:
     """Run one simulation per grid point (topologies x --set values x algos x routings).
 
-    Example: simrun sweep --trace ds_v3.parquet --topo fat_tree,leaf_spine --set oversubscription=1|2|4
+    Example: simrun sweep --trace ds_v3.parquet --topo fat_tree,leaf_spine --set "oversubscription=1|2|4"
 
     Writes sweep.parquet (one row per point: its parameters and the run's summary figures) and sweep.png
     (makespan and slowdown per topology) into --out.

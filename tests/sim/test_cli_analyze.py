@@ -78,3 +78,17 @@ def test_bad_input_is_one_error_line_and_exit_2(kind, trace_path, tmp_path, caps
     assert "Traceback" not in err
     if kind != "window":
         assert argv[1] in lines[0]  # names the file
+
+
+def test_builtin_tp16_trace_has_the_reference_engine_counts(tmp_path, capsys):
+    """DeepSeek's reference engine issues 181 AllReduce and 1 AllGather per forward (docs workloads.md §2a);
+    the built-in trace runs 8 forwards (1 prefill + 7 decode) and 2 prompt Broadcasts."""
+    from traces.io import builtin_dir
+
+    if not (builtin_dir() / "ds_v3_tp16.parquet").is_file():
+        pytest.skip("built-in trace not installed")
+    code, _, err = _run(["analyze", "ds_v3_tp16.parquet", "--out", str(tmp_path), "--no-plots"], capsys)
+    assert code == 0, err
+    counts = pd.read_csv(tmp_path / "op_counts.csv").set_index("op")
+    assert counts["calls"].to_dict() == {"AllReduce": 181 * 8, "AllGather": 8, "Broadcast": 2}
+    assert (counts["rank_calls"] == counts["calls"] * 16).all()

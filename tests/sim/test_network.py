@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sim.errors import SimError
@@ -224,11 +224,11 @@ def test_completions_are_returned_once_in_time_order():
 
 # ----------------------------------------------------------------------------- properties
 @st.composite
-def instances(draw):
-    num_links = draw(st.integers(1, 5))
+def instances(draw, max_links=5, max_flows=8):
+    num_links = draw(st.integers(1, max_links))
     capacity = draw(st.lists(st.floats(1.0, 10.0), min_size=num_links, max_size=num_links))
-    n = draw(st.integers(1, 8))
-    paths = [draw(st.lists(st.integers(0, num_links - 1), min_size=1, max_size=num_links, unique=True))
+    n = draw(st.integers(1, max_flows))
+    paths = [draw(st.lists(st.integers(0, num_links - 1), min_size=1, max_size=min(num_links, 5), unique=True))
              for _ in range(n)]
     sizes = draw(st.lists(st.floats(0.5, 20.0), min_size=n, max_size=n))
     # sorted, so that flow ids (given in order of addition) equal the list positions
@@ -249,10 +249,11 @@ def check_max_min(net: FlowNetwork, paths) -> None:
             for link in paths[f])
 
 
-@given(instances())
-def test_property_rates_are_max_min_at_every_event(inst):
+@given(instances(), st.sampled_from([0.0, 0.3]))
+def test_property_rates_are_max_min_at_every_event(inst, q):
+    # with batching too: every re-solve is exact for the flows then in flight
     paths, sizes, starts, capacity = inst
-    net = run(paths, sizes, starts, capacity, checks=lambda n: check_max_min(n, paths))
+    net = run(paths, sizes, starts, capacity, q=q, checks=lambda n: check_max_min(n, paths))
     assert np.all(net.peak_utilization <= 1 + 1e-9)
 
 
@@ -260,6 +261,15 @@ def test_property_rates_are_max_min_at_every_event(inst):
 def test_property_finish_times_match_the_naive_event_simulation(inst):
     paths, sizes, starts, capacity = inst
     net = run(paths, sizes, starts, capacity)
+    np.testing.assert_allclose(net.finish_s, reference_finish(paths, sizes, starts, capacity), rtol=1e-7)
+
+
+@settings(max_examples=15)
+@given(instances(max_links=8, max_flows=30))
+def test_property_larger_instances_match_the_naive_event_simulation(inst):
+    # more flows than links: deep bottleneck chains, many partial (incremental) re-solves
+    paths, sizes, starts, capacity = inst
+    net = run(paths, sizes, starts, capacity, checks=lambda n: check_max_min(n, paths))
     np.testing.assert_allclose(net.finish_s, reference_finish(paths, sizes, starts, capacity), rtol=1e-7)
 
 

@@ -113,15 +113,15 @@ def test_a_point_is_the_simulate_call_of_simrun_run(trace_df):
 
 
 def test_dask_sweep_equals_serial(trace_df):
-    from distributed import Client, LocalCluster
+    from distributed import LocalCluster
 
     points = _points()
     serial = run_sweep(trace_df, points, serial=True)
-    # Threads keep this test fast; the process cluster of the CLI is checked in the slow test below.
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as cluster, \
-            Client(cluster) as client:
+    # Threads keep this test fast; the process cluster of the CLI is checked in the slow test below. The
+    # points go through the scheduler's address, as with --scheduler ADDR.
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as cluster:
         done = []
-        distributed = run_sweep(trace_df, points, client=client, on_done=done.append)
+        distributed = run_sweep(trace_df, points, scheduler=cluster.scheduler_address, on_done=done.append)
     assert sum(done) == len(points) == len(serial)
     pd.testing.assert_frame_equal(serial.drop(columns="sim_wall_s"), distributed.drop(columns="sim_wall_s"))
     assert serial["point"].tolist() == [0, 1, 2, 3]

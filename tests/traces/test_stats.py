@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from traces import stats
@@ -124,6 +124,7 @@ def _random_trace(draw):
     return _trace(rows, comms, world), comms
 
 
+@settings(max_examples=15)  # each example runs every table (pandas overhead ~0.1 s per table)
 @given(_random_trace())
 def test_tables_conserve_rows_and_bytes(case):
     df, comms = case

@@ -228,3 +228,15 @@ def test_router_matches_a_plain_reading_of_the_gate():
         allowed = [x for g in kept for x in range(g * size, (g + 1) * size)]
         expected = sorted(allowed, key=lambda x: -scores[i, x])[:TOPK]
         assert set(expected) == set(chosen[i].tolist())
+
+
+@pytest.mark.parametrize("layers", [1, 3, 5])
+def test_layers_knob_truncates_the_model(layers):
+    df = synthesize("deepseek-v3", engine="reference", tp=4, requests=1, prompt_tokens=2, output_tokens=1,
+                    layers=layers)
+    dense = min(DENSE, layers)
+    expected = 1 + layers + dense + 2 * (layers - dense)
+    assert (df["op"] == "AllReduce").sum() == 4 * expected
+    assert any("truncated" in n for n in df.attrs["collsim"]["notes"])
+    with pytest.raises(TraceError, match="layers"):
+        synthesize("deepseek-v3", engine="reference", tp=4, layers=62)

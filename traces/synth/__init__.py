@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pandas as pd
@@ -27,7 +28,8 @@ def synthesize(model: str, mode: str = "inference", **plan: Any) -> pd.DataFrame
         ``"inference"`` (:class:`traces.synth.inference.InferencePlan` options) or ``"training"``
         (:class:`traces.synth.training.TrainingPlan` options).
     **plan
-        Options of the chosen plan; ``None`` values take the plan's default.
+        Options of the chosen plan; ``None`` values take the plan's default. ``layers=N`` keeps only the
+        model's first N blocks (a size knob for quick simulations; per-forward counts shrink with it).
 
     Returns
     -------
@@ -48,12 +50,23 @@ def synthesize(model: str, mode: str = "inference", **plan: Any) -> pd.DataFrame
     """
     spec = get_model(model)
     options = {k: v for k, v in plan.items() if v is not None}
+    layers = options.pop("layers", None)
+    if layers is not None:
+        if not isinstance(layers, int) or not 1 <= layers <= spec.layers:
+            raise TraceError(f"option 'layers' must be an integer in 1..{spec.layers}, got {layers!r}")
+        spec = replace(spec, layers=layers, dense_layers=min(spec.dense_layers, layers))
     if mode == "inference":
         from traces.synth.inference import InferencePlan, synthesize_inference
 
-        return synthesize_inference(spec, InferencePlan.from_options(options))
-    if mode == "training":
+        df = synthesize_inference(spec, InferencePlan.from_options(options))
+    elif mode == "training":
         from traces.synth.training import TrainingPlan, synthesize_training
 
-        return synthesize_training(spec, TrainingPlan.from_options(options))
-    raise TraceError(f"unknown synthesis mode {mode!r} (use 'inference' or 'training')")
+        df = synthesize_training(spec, TrainingPlan.from_options(options))
+    else:
+        raise TraceError(f"unknown synthesis mode {mode!r} (use 'inference' or 'training')")
+    if layers is not None:
+        meta = df.attrs["collsim"]
+        meta["notes"] = [*meta.get("notes", []), f"model truncated to its first {layers} of {get_model(model).layers} layers"]
+        meta["parallelism"] = {**meta.get("parallelism", {}), "layers": layers}
+    return df
