@@ -97,6 +97,7 @@ class PreparedOp:
     Per transfer: ``delay_s``, ``dep_count`` (dependencies), ``rev_ptr`` / ``rev_idx`` (CSR of the
     transfers that depend on it), ``sub_ptr`` (its route sub-flows). Per sub-flow: ``sub_bytes``,
     ``sub_path`` (id in the engine's :class:`PathTable`), ``sub_latency_s``, ``sub_transfer``.
+    ``footprint``: the sorted link ids of all its paths (computed by the engine when omitted).
     """
 
     algo: str
@@ -112,6 +113,7 @@ class PreparedOp:
     sub_transfer: np.ndarray
     src: np.ndarray
     dst: np.ndarray
+    footprint: np.ndarray | None = None
 
     @property
     def n_transfers(self) -> int:
@@ -161,47 +163,47 @@ def csr_take(ptr: np.ndarray, idx: np.ndarray, rows: np.ndarray) -> tuple[np.nda
 
 
 class PathTable:
-    """Every distinct route sub-flow seen in a run: its links, latency and upstream line rate.
+    """Every distinct route sub-flow seen in a run: its links and latency.
 
-    ``links[ptr[i]:ptr[i+1]]`` are path ``i``'s link ids, source first.
+    ``links[ptr[i]:ptr[i+1]]`` are path ``i``'s link ids, source first. Stored in arrays that grow by
+    doubling, so reading ``ptr`` / ``links`` after each ``add`` costs nothing.
     """
 
     def __init__(self, capacity_gbps: np.ndarray, latency_us: np.ndarray) -> None:
         self.capacity_gbps = np.asarray(capacity_gbps, dtype=np.float64)
         self.latency_us = np.asarray(latency_us, dtype=np.float64)
-        self._ptr_parts: list[np.ndarray] = []
-        self._link_parts: list[np.ndarray] = []
+        self._ptr = np.zeros(1024, dtype=np.int64)
+        self._links = np.zeros(4096, dtype=np.int64)
         self._n_paths = 0
         self._n_links = 0
-        self._ptr: np.ndarray | None = None
-        self._links: np.ndarray | None = None
 
     def add(self, link_ptr: np.ndarray, link_idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Append paths (CSR); return their ids and one-way latencies in seconds."""
         link_ptr = np.asarray(link_ptr, dtype=np.int64)
-        link_idx = np.asarray(link_idx, dtype=np.int64)
+        link_idx = np.asarray(link_idx[link_ptr[0]:link_ptr[-1]], dtype=np.int64)
+        link_ptr = link_ptr - link_ptr[0]
         n = len(link_ptr) - 1
         ids = np.arange(self._n_paths, self._n_paths + n, dtype=np.int64)
-        self._ptr_parts.append(link_ptr[1:] + self._n_links)
-        self._link_parts.append(link_idx)
+        p_end, l_end = self._n_paths + n + 1, self._n_links + len(link_idx)
+        if p_end > len(self._ptr):
+            self._ptr = np.concatenate([self._ptr, np.zeros(max(p_end, len(self._ptr)), dtype=np.int64)])
+        if l_end > len(self._links):
+            self._links = np.concatenate([self._links, np.zeros(max(l_end, len(self._links)), dtype=np.int64)])
+        self._ptr[self._n_paths + 1:p_end] = link_ptr[1:] + self._n_links
+        self._links[self._n_links:l_end] = link_idx
         self._n_paths += n
-        self._n_links += len(link_idx)
-        self._ptr = self._links = None
+        self._n_links = l_end
         cum = np.concatenate(([0.0], np.cumsum(self.latency_us[link_idx])))
         latency_s = (cum[link_ptr[1:]] - cum[link_ptr[:-1]]) * 1e-6
         return ids, latency_s
 
     @property
     def ptr(self) -> np.ndarray:
-        if self._ptr is None:
-            self._ptr = np.concatenate([np.zeros(1, dtype=np.int64), *self._ptr_parts])
-        return self._ptr
+        return self._ptr[: self._n_paths + 1]
 
     @property
     def links(self) -> np.ndarray:
-        if self._links is None:
-            self._links = np.concatenate([np.zeros(0, dtype=np.int64), *self._link_parts])
-        return self._links
+        return self._links[: self._n_links]
 
     def __len__(self) -> int:
         return self._n_paths
@@ -431,6 +433,8 @@ class Engine:
         Replay isolated ops from records (exact; see the module docstring).
     memo, blocked : dict and set, optional
         Records shared between runs, and op keys never to replay (after a :class:`MemoConflict`).
+    link_stats : bool
+        Keep per-link statistics (off for the ideal reference, which only needs op times).
     progress : callable, optional
         Called with the number of ops finished since the last call.
     """
@@ -438,7 +442,7 @@ class Engine:
     def __init__(self, workload: Workload, prepare: Callable[[int], PreparedOp], network, paths: PathTable,
                  capacity_bytes_per_s: np.ndarray, timing: str = "asap", bin_s: float | None = None,
                  memoize: bool = True, progress: Callable[[int], None] | None = None,
-                 memo: dict | None = None, blocked: set | None = None) -> None:
+                 memo: dict | None = None, blocked: set | None = None, link_stats: bool = True) -> None:
         if timing not in ("trace", "asap"):
             raise SimError(f"timing {timing!r} is not one of: trace, asap")
         self.w = workload
@@ -449,6 +453,7 @@ class Engine:
         self.memoize = memoize
         self.progress = progress
         self.stats = LinkStats(capacity_bytes_per_s, bin_s)
+        self.keep_stats = link_stats
         w = workload
         self.op_start = np.full(w.n_ops, np.nan)
         self.op_end = np.full(w.n_ops, np.nan)
@@ -699,7 +704,7 @@ class Engine:
         self.network_events += 1
         cur = np.asarray(self.net.link_bytes, dtype=np.float64)
         delta = cur - self.last_bytes
-        idx = np.flatnonzero(delta > 0)
+        idx = np.flatnonzero(delta > 0) if self.keep_stats else delta[:0].astype(np.int64)
         if len(idx):
             vals = delta[idx]
             self.stats.add(self.last_t, t, idx, vals)
@@ -731,6 +736,8 @@ class Engine:
 
     # -- memoisation --------------------------------------------------------------------------------
     def _footprint(self, prep: PreparedOp) -> np.ndarray:
+        if prep.footprint is not None:
+            return prep.footprint
         fp = self._footprints.get(id(prep))
         if fp is None:
             _, links = csr_take(self.paths.ptr, self.paths.links, prep.sub_path)
@@ -772,7 +779,8 @@ class Engine:
         self.memo_hits += 1
         self.inflight[op] = _InFlight(fp, True, None)
         self.link_users[fp] += 1
-        self.stats.add_record(t, rec)
+        if self.keep_stats:
+            self.stats.add_record(t, rec)
         f_path, f_bytes, f_start, f_sent, f_end = rec.flows
         if len(f_path):
             n0 = self.n_flows

@@ -107,8 +107,9 @@ def max_min_rates(flow_ptr: np.ndarray, link_idx: np.ndarray, capacity: np.ndarr
     """
     flow_ptr = np.asarray(flow_ptr, dtype=np.int64)
     link_idx = np.asarray(link_idx, dtype=np.int64)
-    if 4 * link_idx.size < capacity.size:
-        # few links in use: number them 0..m-1 so that every per-link array below is small
+    if capacity.size > 4096 and 4 * link_idx.size < capacity.size:
+        # a big fabric and few links in use: number them 0..m-1 so that per-link arrays stay small (on
+        # small fabrics the sort costs more than it saves)
         used, link_idx = np.unique(link_idx, return_inverse=True)
         residual = np.array(capacity, dtype=np.float64)[used]
     else:
@@ -593,15 +594,12 @@ class FlowNetwork:
         lk, te, dr = links[sel], end_s[sel], rate[sel]
         order = np.lexsort((te, lk))
         lk, te, dr = lk[order], te[order], dr[order]
+        # per link (a run of lk), the load after each drop, and the first time it is at or below 90 %
+        starts = np.flatnonzero(np.r_[True, lk[1:] != lk[:-1]])
         csum = np.cumsum(dr)
-        first = np.r_[True, lk[1:] != lk[:-1]]
-        group_start = np.maximum.accumulate(np.where(first, np.arange(lk.size), 0))
-        before = np.where(group_start > 0, csum[group_start - 1], 0.0)
-        drops = self._load[lk] - (csum - before) <= threshold[lk]
-        idx = np.flatnonzero(drops)
-        if idx.size:
-            ulinks, first_idx = np.unique(lk[idx], return_index=True)
-            until[ulinks] = te[idx[first_idx]]
+        before = np.repeat(csum[starts] - dr[starts], np.diff(np.r_[starts, lk.size]))
+        below = self._load[lk] - (csum - before) <= threshold[lk]
+        until[lk[starts]] = np.minimum.reduceat(np.where(below, te, t1), starts)
         self.busy_above_90_s[hot] += until[hot] - t0
 
     def _bin_rows(self, k0: int, k1: int) -> int:

@@ -299,9 +299,11 @@ class Preparer:
             ids, _ = self.paths.add(np.zeros(int(local.sum()) + 1, np.int64), np.zeros(0, np.int64))
             sub_path[~remote_sub] = ids
             # a local copy moves no network bytes: it costs its software delay only
+        footprint = np.unique(np.asarray(routes.link_idx)) if routes is not None else np.zeros(0, np.int64)
         return PreparedOp(algo=algo, proto=proto, delay_s=delay, dep_count=dep_count, rev_ptr=rev_ptr,
                           rev_idx=rev_idx, sub_ptr=sub_ptr, sub_bytes=sub_bytes, sub_path=sub_path,
-                          sub_latency_s=sub_lat, sub_transfer=sub_transfer, src=src, dst=dst)
+                          sub_latency_s=sub_lat, sub_transfer=sub_transfer, src=src, dst=dst,
+                          footprint=footprint.astype(np.int64))
 
 
 
@@ -339,7 +341,8 @@ def op_keys(ops: OpTable, algo: str) -> list:
 
 def run_engine(workload: Workload, preparer: Preparer, router, paths: PathTable, *, timing: str,
                completion_quantile: float, bin_s: float | None, memoize: bool,
-               progress: Callable[[int], None] | None, describe: Callable[[int], str]) -> EngineLog:
+               progress: Callable[[int], None] | None, describe: Callable[[int], str],
+               link_stats: bool = True) -> EngineLog:
     """One replay of ``workload`` over the routes of ``router``.
 
     When a memoised op turns out not to have been alone (:class:`sim.engine.MemoConflict`), the replay
@@ -356,7 +359,7 @@ def run_engine(workload: Workload, preparer: Preparer, router, paths: PathTable,
         net = FlowNetwork(cap, completion_quantile=completion_quantile)
         engine = Engine(workload, preparer, net, paths, cap, timing=timing, bin_s=bin_s,
                         memoize=memoize and attempt < 3, progress=progress if attempt == 0 else None,
-                        memo=memo, blocked=blocked)
+                        memo=memo, blocked=blocked, link_stats=link_stats)
         engine.describe = describe
         try:
             return engine.run()
@@ -511,10 +514,12 @@ def simulate(trace_df: pd.DataFrame, topology, algo: str = "auto", routing: str 
         ipaths = PathTable(irouter.links["capacity_gbps"].to_numpy(), irouter.links["latency_us"].to_numpy())
         iprep = Preparer(ops, irouter, ipaths, algo, ideal_graph, meta, plan_options, plans=prep.plans)
         ideal_log = run_engine(workload, iprep, irouter, ipaths, timing=timing, completion_quantile=quantile,
-                               bin_s=None, memoize=memoize, progress=progress, describe=describe)
+                               bin_s=None, memoize=memoize, progress=progress, describe=describe,
+                               link_stats=False)
     if user_progress is not None:
         user_progress(1.0)
     trace_name = options.get("trace_name") or meta.get("name") or meta.get("source") or "trace"
     return Result.build(ops=ops, log=log, ideal=ideal_log, router=router, graph=damaged, damage=damage,
                         trace_name=str(trace_name), world_size=world, timing=timing, algo=algo,
-                        routing=routing, seed=seed, wall0=wall0, metrics=metrics)
+                        routing=routing, seed=seed, wall0=wall0, metrics=metrics,
+                        completion_quantile=quantile)

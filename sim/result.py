@@ -47,7 +47,7 @@ class Result:
     @classmethod
     def build(cls, *, ops, log: EngineLog, ideal: EngineLog | None, router, graph: nx.Graph, damage,
               trace_name: str, world_size: int, timing: str, algo: str, routing: str, seed: int,
-              wall0: float, metrics) -> Result:
+              wall0: float, metrics, completion_quantile: float = 0.0) -> Result:
         """Assemble the tables and the summary from the engine logs (used by :func:`sim.simulate`)."""
         from sim.incast import incast_events
 
@@ -58,6 +58,7 @@ class Result:
         imbalance = metrics.ecmp_imbalance(links, graph)
         extra = {
             "timing": timing, "algo": algo, "routing": routing, "seed": int(seed),
+            "completion_quantile": float(completion_quantile),
             "skipped": dict(ops.skipped),
             "memo_records": int(log.memo_records), "memo_hits": int(log.memo_hits),
             "network_events": int(log.network_events),

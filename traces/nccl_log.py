@@ -20,7 +20,7 @@ import pandas as pd
 from traces import nccl_log_comms as C
 from traces.ingest_report import IngestReport
 from traces.nccl_log_lines import NCCL_OPS
-from traces.nccl_log_rows import apply_tuning, build_rows, object_frame
+from traces.nccl_log_rows import COLL, RECV, SEND, apply_tuning, build_rows, object_frame
 from traces.nccl_log_scan import NO_TS, FileScan, scan_file
 from traces.nccl_log_write import write_nccl_log
 from traces.schema import DTYPE_BYTES, NCCL_DTYPE_CODES, TraceError, empty_trace, new_metadata, validate
@@ -288,12 +288,18 @@ def _rows(c: pd.DataFrame, instances: list[C.Instance], ranks: dict[tuple[str, i
     grank = np.array([ranks[i.identity] for i in instances], dtype=np.int64)
     dev = np.array([i.identity[2] for i in instances], dtype=np.int64)
     nranks = np.array([i.nranks for i in instances], dtype=np.int64)
-    dtype = c["dt"].map(NCCL_DTYPE_CODES)
+    # Lookups through small tables (codes), not pandas .map: it would build Arrow strings row by row.
+    dt = c["dt"].to_numpy()
+    dt_name = np.array([NCCL_DTYPE_CODES.get(k, "") for k in range(max(NCCL_DTYPE_CODES) + 1)], dtype=object)
+    dt_size = np.array([DTYPE_BYTES.get(n, 0) for n in dt_name], dtype=np.int64)
+    op_codes, op_names = pd.factorize(c["op"].to_numpy(dtype=object))
+    ops = np.array([NCCL_OPS[o] for o in op_names], dtype=object)[op_codes]
+    kind = np.select([ops == "Send", ops == "Recv"], [SEND, RECV], COLL).astype(np.int8)
     lines = object_frame({
         "pos": c["pos"].to_numpy(), "inst": inst, "rank": grank[inst], "comm": comm[inst],
-        "op": c["op"].map(NCCL_OPS).to_numpy(dtype=object), "opc": c["opc"].to_numpy(dtype=object),
-        "count": c["count"].to_numpy(), "dtype": dtype.to_numpy(dtype=object),
-        "size": dtype.map(DTYPE_BYTES).to_numpy(dtype=np.int64), "root": c["root"].to_numpy(),
+        "op": ops, "kind": kind, "opc": c["opc"].to_numpy(dtype=object),
+        "count": c["count"].to_numpy(), "dtype": dt_name[dt],
+        "size": dt_size[dt], "root": c["root"].to_numpy(),
         "nranks": np.where(nranks[inst] > 0, nranks[inst], c["nranks"]), "ts_us": c["ts_us"].to_numpy(),
         "host": c["host"].to_numpy(dtype=object), "device": dev[inst],
     })

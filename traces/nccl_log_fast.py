@@ -53,6 +53,8 @@ class Chunk:
             self._where[byte] = np.flatnonzero(self.arr[: self.n] == byte)
         cand = self._where[byte] - anchor
         cand = cand[(cand >= 0) & (cand + len(literal) <= self.n)]
+        # First and last byte by single lookups (cheap) before the full comparison of the survivors.
+        cand = cand[(self.arr[cand] == literal[0]) & (self.arr[cand + len(literal) - 1] == literal[-1])]
         return cand[self.equals(cand, cand + len(literal), literal)]
 
     def line_of(self, pos: np.ndarray) -> np.ndarray:

@@ -13,7 +13,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from traces.schema import P2P_OPS, ROOTED_OPS
+from traces.schema import ROOTED_OPS
+
+#: ``kind`` column: what ``seq`` counts (collectives per comm; Sends / Recvs per peer).
+COLL, SEND, RECV = 0, 1, 2
 
 #: How many earlier collectives of a process a TUNING line may reach back over.
 TUNING_WINDOW = 256
@@ -28,7 +31,7 @@ def object_frame(columns: dict[str, Any]) -> pd.DataFrame:
 
 def _runs(df: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     """Run id of each row and a mask of rows in a Send/Recv group (>= 2 consecutive lines, one opCount)."""
-    p2p = df["op"].isin(P2P_OPS).to_numpy()
+    p2p = df["kind"].to_numpy() > 0
     inst = df["inst"].to_numpy()
     opc = pd.factorize(df["opc"])[0]
     same = np.zeros(len(df), dtype=bool)
@@ -42,7 +45,7 @@ def _foldable(g: pd.DataFrame) -> np.ndarray:
     """Per run id in ``g``: True when its Sends reach every comm rank once and its Recvs come from each once."""
     run = g["run"].to_numpy()
     size = int(run.max()) + 1
-    is_send = (g["op"] == "Send").to_numpy()
+    is_send = g["kind"].to_numpy() == SEND
     root = g["root"].to_numpy()
     nranks = g["nranks"].to_numpy()
     n = np.zeros(size, dtype=np.int64)
@@ -50,16 +53,16 @@ def _foldable(g: pd.DataFrame) -> np.ndarray:
     bad = np.bincount(run, weights=(root < 0) | (root >= nranks), minlength=size) > 0
     n_send = np.bincount(run, weights=is_send, minlength=size)
     n_recv = np.bincount(run, weights=~is_send, minlength=size)
-    uniq = g.drop_duplicates(["run", "op", "root"])
-    u_send = np.bincount(uniq["run"], weights=uniq["op"] == "Send", minlength=size)
-    u_recv = np.bincount(uniq["run"], weights=uniq["op"] == "Recv", minlength=size)
+    uniq = g.drop_duplicates(["run", "kind", "root"])
+    u_send = np.bincount(uniq["run"], weights=uniq["kind"] == SEND, minlength=size)
+    u_recv = np.bincount(uniq["run"], weights=uniq["kind"] == RECV, minlength=size)
     n_dtype = np.bincount(g.drop_duplicates(["run", "dtype"])["run"], minlength=size)
     return (~bad & (n_send == n) & (n_recv == n) & (u_send == n) & (u_recv == n) & (n_dtype == 1)
             & (n > 0))
 
 
 def build_rows(lines: pd.DataFrame) -> pd.DataFrame:
-    """Group, fold and number mapped COLL lines into trace rows (plus ``pos``, ``ts_us``, ``inst``)."""
+    """Group, fold and number mapped COLL lines into trace rows (plus ``pos``, ``ts_us``, ``inst``, ``kind``)."""
     df = lines.sort_values(["inst", "pos"], kind="stable").reset_index(drop=True)
     run, grouped = _runs(df)
     df["run"] = run
@@ -82,9 +85,10 @@ def build_rows(lines: pd.DataFrame) -> pd.DataFrame:
         g = kept
     out = pd.concat([x for x in (plain, g, folded) if len(x)], ignore_index=True) if len(df) else df
     out = out.sort_values(["rank", "pos"], kind="stable").reset_index(drop=True)
-    is_p2p = out["op"].isin(P2P_OPS)
-    out.loc[~out["op"].isin(ROOTED_OPS) & ~is_p2p, "root"] = -1
-    kind = np.where(out["op"] == "Send", "S", np.where(out["op"] == "Recv", "R", "C"))
+    kind = out["kind"].to_numpy()
+    is_p2p = kind > 0
+    rooted = out["op"].isin(ROOTED_OPS).to_numpy()
+    out.loc[~rooted & ~is_p2p, "root"] = -1
     peer = np.where(is_p2p, out["root"], -1)
     keys = pd.DataFrame({"rank": out["rank"], "comm": out["comm"], "kind": kind, "peer": peer})
     out["seq"] = keys.groupby(["rank", "comm", "kind", "peer"], sort=False).cumcount().astype("int64")
@@ -95,7 +99,7 @@ def _fold(g: pd.DataFrame) -> pd.DataFrame:
     """One AllToAll row per folded Send/Recv group, ``split_bytes`` from its Sends in peer order."""
     if not len(g):
         return pd.DataFrame(columns=g.columns)
-    sends = g[g["op"] == "Send"].sort_values(["run", "root"], kind="stable")
+    sends = g[g["kind"] == SEND].sort_values(["run", "root"], kind="stable")
     run = sends["run"].to_numpy()
     cuts = np.flatnonzero(run[1:] != run[:-1]) + 1
     splits = [tuple(part.tolist()) for part in np.split(sends["bytes"].to_numpy(dtype=np.int64), cuts)]
@@ -103,6 +107,7 @@ def _fold(g: pd.DataFrame) -> pd.DataFrame:
     head = g.sort_values("pos", kind="stable").groupby("run", sort=False).head(1).set_index("run")
     head = head.loc[total.index].copy()
     head["op"] = "AllToAll"
+    head["kind"] = COLL
     head["count"] = (total // head["nranks"]).to_numpy()
     head["bytes"] = head["count"] * head["size"]
     head["root"] = -1
@@ -125,7 +130,7 @@ def apply_tuning(rows: pd.DataFrame, process: np.ndarray, tunings: list[dict[str
     rows["proto"] = ""
     if not tunings or not len(rows):
         return len(tunings)
-    cand = ~rows["op"].isin(P2P_OPS).to_numpy() & (rows["split_bytes"].map(len).to_numpy() == 0)
+    cand = (rows["kind"].to_numpy() == COLL) & (rows["split_bytes"].map(len).to_numpy() == 0)
     cand_idx = np.flatnonzero(cand)
     order = np.lexsort((rows["pos"].to_numpy()[cand_idx], process[cand_idx]))
     cand_idx = cand_idx[order]
@@ -174,7 +179,7 @@ def apply_tuning(rows: pd.DataFrame, process: np.ndarray, tunings: list[dict[str
             taken[found] = True
             algo[found], proto[found] = t["algo"], t["proto"]
     rows["algo"], rows["proto"] = algo, proto
-    coll = ~rows["op"].isin(P2P_OPS)
+    coll = rows["kind"] == COLL
     known = rows[coll & (rows["algo"] != "")].drop_duplicates(["comm", "seq"]).set_index(["comm", "seq"])
     if len(known):
         fill = coll & (rows["algo"] == "")
