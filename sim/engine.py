@@ -1,8 +1,9 @@
 """The event core of the replay: rank programs, collective synchronisation, transfer dependencies.
 
-A lean heap (``heapq``), not simpy: a replay of the main job handles ~10^5 event batches, and simpy's
-generator-per-process cost showed in profiles, while every decision here is a counter decrement that numpy
-does for a whole batch at once. The interface stays small: :class:`Engine` takes a :class:`Workload` (rank
+A lean heap (``heapq``), not simpy: a replay of the main job handles ~10^4-10^5 event batches and every
+decision in them is a counter decrement that numpy does for a whole batch at once, so a simpy process per
+rank or per transfer would only add a generator switch per event (simpy was not profiled here; the
+profiles of this loop are in docs/simulator.md). The interface stays small: :class:`Engine` takes a :class:`Workload` (rank
 programs of op instances), a ``prepare(op_id) -> PreparedOp`` callable (the op's transfers, their
 dependencies and their routes) and a network (``add_flows`` / ``next_completion_s`` / ``advance``), and
 returns an :class:`EngineLog`.

@@ -17,7 +17,7 @@ from sim.metrics import TIER
 #: Most incast events drawn in the timeline plot (the largest estimated bursts).
 MAX_PLOTTED_INCAST = 2_000
 #: Most flows written to timeline.json (the earliest ones); the collectives are always all written.
-MAX_TIMELINE_FLOWS = 50_000
+MAX_TIMELINE_FLOWS = 20_000
 
 FIDELITY = (
     "Flow-level model: every transfer is a flow whose rate is max-min fair over directed link capacities, "
@@ -65,7 +65,7 @@ def _plots(result, out: Path) -> list[tuple[str, str]]:
         ax.set_ylabel("link tier")
         ax.set_title("Link utilisation by tier over time (mean over the tier's busy links)")
         fig.tight_layout()
-        fig.savefig(out / "utilization_heatmap.png", dpi=110)
+        fig.savefig(out / "utilization_heatmap.png", dpi=90)
         plt.close(fig)
         figs.append(("utilization_heatmap.png", "Link utilisation by tier over time"))
 
@@ -78,7 +78,7 @@ def _plots(result, out: Path) -> list[tuple[str, str]]:
         ax.set_xlabel("slowdown (duration / ideal on a non-blocking fabric)")
         ax.set_title("Collective slowdown CDF")
         fig.tight_layout()
-        fig.savefig(out / "slowdown_cdf.png", dpi=110)
+        fig.savefig(out / "slowdown_cdf.png", dpi=90)
         plt.close(fig)
         figs.append(("slowdown_cdf.png", "Slowdown CDF per op"))
 
@@ -93,7 +93,7 @@ def _plots(result, out: Path) -> list[tuple[str, str]]:
         ax.set_ylabel("")
         ax.set_title("Hottest links")
         fig.tight_layout()
-        fig.savefig(out / "hot_links.png", dpi=110)
+        fig.savefig(out / "hot_links.png", dpi=90)
         plt.close(fig)
         figs.append(("hot_links.png", "Top 10 links by mean utilisation"))
 
@@ -120,7 +120,7 @@ def _plots(result, out: Path) -> list[tuple[str, str]]:
     ax.set_xlabel("time (ms)")
     ax.set_title(f"Incast events at switch egress ports{shown}")
     fig.tight_layout()
-    fig.savefig(out / "incast_timeline.png", dpi=110)
+    fig.savefig(out / "incast_timeline.png", dpi=90)
     plt.close(fig)
     figs.append(("incast_timeline.png", "Incast events over time"))
     return figs

@@ -22,7 +22,8 @@ _SIZE_KEYS = ("num_gpus", "k", "num_leaves", "num_units")
               help="Topology parameter (repeatable, or k1=v1,k2=v2).")
 @click.option("--routing", type=click.Choice(["ecmp", "spray", "single"]), default="ecmp", show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the ECMP hash.")
-@click.option("--completion-quantile", type=float, default=0.0, show_default=True,
+@click.option("--completion-quantile", "--quantile", "completion_quantile", type=click.FloatRange(0.0, 1.0, max_open=True), default=0.0,
+              show_default=True,
               help="Batch completions up to this quantile of finish times before re-solving (0 = exact).")
 @click.option("-o", "--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Output folder [default: simrun-out/<flows>-<topo>/].")

@@ -72,23 +72,32 @@ def csr(paths: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
     return ptr, idx
 
 
-def run(paths, sizes, starts, capacity, *, q=0.0, bin_s=None, checks=None) -> FlowNetwork:
-    """Drive a FlowNetwork through the flows (grouped by start time), calling ``checks(net)`` at events."""
+def run(paths, sizes, starts, capacity, *, q=0.0, bin_s=None, checks=None, advance_first=True) -> FlowNetwork:
+    """Drive a FlowNetwork through the flows (grouped by start time), calling ``checks(net)`` at events.
+
+    ``advance_first=False`` adds flows without advancing to their start first (the network does it).
+    """
     net = FlowNetwork(np.asarray(capacity, dtype=float), completion_quantile=q, bin_s=bin_s)
     starts = np.asarray(starts, dtype=float)
+    returned = []
     for s in np.unique(starts):
-        net.advance(s)
+        if advance_first:
+            returned += net.advance(s).tolist()
         sel = np.flatnonzero(starts == s)
         ptr, idx = csr([paths[i] for i in sel])
         ids = net.add_flows(s, ptr, idx, np.asarray(sizes, dtype=float)[sel])
         assert ids.tolist() == sel.tolist()  # flows added in id order here
         if checks:
             checks(net)
-    while net.num_active:
-        net.advance(net.next_completion_s())
+    while net.num_active or net.has_completions:
+        t = net.next_completion_s()
+        done = net.advance(t)
+        assert np.all(net.finish_s[done] <= t)          # reported no earlier than the last byte
+        returned += done.tolist()
         if checks:
             checks(net)
-    net.advance(math.inf)
+    returned += net.advance(math.inf).tolist()
+    assert sorted(returned) == list(range(len(starts)))   # every flow reported exactly once
     return net
 
 
@@ -222,6 +231,20 @@ def test_completions_are_returned_once_in_time_order():
     assert net.finish_s[0] == pytest.approx(2.0 + 3.0)   # 1 B by t=2, then 3 B alone at 1 B/s
 
 
+def test_adding_later_advances_first_and_offset_csr_is_accepted():
+    net = FlowNetwork(np.array([1.0, 2.0]))
+    link_idx = np.array([9, 9, 0, 1, 1])              # a larger array; flows use entries 2..4
+    net.add_flows(0.0, np.array([2, 3]), link_idx, np.array([1.0]))          # link 0, ends at 1 s
+    assert net.flow_links(0).tolist() == [0]
+    ids = net.add_flows(3.0, np.array([3, 5]), link_idx, np.array([4.0]))    # links 1, 1: 4 B at 1 B/s
+    assert ids.tolist() == [1] and net.flow_links(1).tolist() == [1, 1]
+    assert net.has_completions and net.next_completion_s() == 3.0
+    assert net.advance(3.0).tolist() == [0] and net.finish_s[0] == pytest.approx(1.0)
+    assert net.advance(math.inf).tolist() == [1] and net.finish_s[1] == pytest.approx(7.0)
+    assert net.num_flows == 2 and net.num_active == 0 and net.peak_active == 1
+    assert net.next_completion_s() == math.inf
+
+
 # ----------------------------------------------------------------------------- properties
 @st.composite
 def instances(draw, max_links=5, max_flows=8):
@@ -257,11 +280,12 @@ def test_property_rates_are_max_min_at_every_event(inst, q):
     assert np.all(net.peak_utilization <= 1 + 1e-9)
 
 
-@given(instances())
-def test_property_finish_times_match_the_naive_event_simulation(inst):
+@given(instances(), st.booleans())
+def test_property_finish_times_match_the_naive_event_simulation(inst, advance_first):
     paths, sizes, starts, capacity = inst
-    net = run(paths, sizes, starts, capacity)
+    net = run(paths, sizes, starts, capacity, advance_first=advance_first)
     np.testing.assert_allclose(net.finish_s, reference_finish(paths, sizes, starts, capacity), rtol=1e-7)
+    assert net.num_active == 0 and not net.has_completions
 
 
 @settings(max_examples=15)
@@ -311,6 +335,23 @@ def test_completion_quantile_stays_within_documented_error_of_exact():
     assert 0.0 <= makespan_error <= 0.002
     assert fast.stats["solves"] < exact.stats["solves"]
     np.testing.assert_allclose(fast.link_bytes, exact.link_bytes, rtol=1e-9)
+
+
+def test_batched_completions_hold_rates_until_the_batch_end():
+    # ten flows of 1..10 B on one 1 B/s link, q = 0.5: the first jump goes to the 6th predicted finish (60 s)
+    # at 0.1 B/s each, flows 1-5 ending inside it; then 4 flows at 0.25 B/s jump to the 3rd finish (72 s);
+    # the last byte of flow 10 then goes alone at 1 B/s. Load is above 90 % only before the first early
+    # finish of each jump: 10 + 4 + 1 s.
+    sizes = np.arange(1.0, 11.0)
+    net = run([[0]] * 10, sizes, np.zeros(10), [1.0], q=0.5, bin_s=5.0)
+    np.testing.assert_allclose(net.finish_s, [10, 20, 30, 40, 50, 60, 64, 68, 72, 73], rtol=1e-12)
+    assert net.busy_above_90_s[0] == pytest.approx(15.0, rel=1e-12)
+    assert net.link_bytes[0] == pytest.approx(55.0, rel=1e-12)
+    starts, per_bin = net.binned_link_bytes()
+    np.testing.assert_allclose(per_bin[:2, 0], [5.0, 5.0], rtol=1e-12)       # load 1.0 during [0, 10)
+    np.testing.assert_allclose(per_bin[2:4, 0], [4.5, 4.5], rtol=1e-12)     # 0.9 during [10, 20)
+    exact = run([[0]] * 10, sizes, np.zeros(10), [1.0])
+    assert np.nanmax(exact.finish_s) == pytest.approx(55.0) and exact.busy_above_90_s[0] == pytest.approx(55.0)
 
 
 # ----------------------------------------------------------------------------- bad input
