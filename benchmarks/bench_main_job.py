@@ -6,7 +6,8 @@ replay's counters (ops, flows, network events, memoised ops). Target (issue 5): 
 30 s on one core.
 
 Run: ``python benchmarks/bench_main_job.py [--trace ds_v3.parquet] [--topo fat_tree] [--repeat 1]
-[--quantile Q] [--profile]`` (``--profile`` prints a pyinstrument profile of one simulate call).
+[--quantile Q] [--profile]`` (``--quantile`` defaults to the CLI's default; ``--profile`` prints a
+pyinstrument profile of one simulate call).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import tempfile
 import time
 
 import sim
+from sim.cli.run import DEFAULT_QUANTILE
 from traces import read_trace
 
 
@@ -25,10 +27,11 @@ def main() -> None:
     parser.add_argument("--trace", default="ds_v3.parquet")
     parser.add_argument("--topo", default="fat_tree")
     parser.add_argument("--repeat", type=int, default=1)
-    parser.add_argument("--quantile", type=float, default=None)
+    parser.add_argument("--quantile", type=float, default=DEFAULT_QUANTILE,
+                        help="completion batching (default: the CLI's; 0 = exact)")
     parser.add_argument("--profile", action="store_true")
     args = parser.parse_args()
-    opts = {} if args.quantile is None else {"completion_quantile": args.quantile}
+    opts = {"completion_quantile": args.quantile}
     rows: dict[str, list[tuple[float, float]]] = {"read": [], "simulate": [], "write": []}
     res = None
     for _ in range(args.repeat):

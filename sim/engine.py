@@ -703,19 +703,8 @@ class Engine:
     def _advance(self, t: float) -> None:
         done = np.asarray(self.net.advance(t), dtype=np.int64)
         self.network_events += 1
-        cur = np.asarray(self.net.link_bytes, dtype=np.float64)
-        delta = cur - self.last_bytes
-        idx = np.flatnonzero(delta > 0) if self.keep_stats else delta[:0].astype(np.int64)
-        if len(idx):
-            vals = delta[idx]
-            self.stats.add(self.last_t, t, idx, vals)
-            owners = self.link_owner[idx]
-            if (owners >= 0).any():
-                for op in np.unique(owners[owners >= 0]).tolist():
-                    rec = self.inflight[op].rec
-                    m = owners == op
-                    rec.segments.append((self.last_t - rec.t0, t - rec.t0, idx[m], vals[m]))
-        self.last_bytes = cur.copy()
+        if self.keep_stats:
+            self._account(t)
         self.last_t = t
         if len(done):
             self.net_active -= len(done)
@@ -734,6 +723,23 @@ class Engine:
             end = sent + lat
             self.f_end.a[done] = end
             self._completions(ops, subs, np.maximum(end, t), t)
+
+    def _account(self, t: float) -> None:
+        """Per-link bytes moved over ``[last_t, t)``: to the statistics and to recording ops."""
+        cur = np.array(self.net.link_bytes, dtype=np.float64)
+        delta = cur - self.last_bytes
+        self.last_bytes = cur
+        idx = np.flatnonzero(delta > 0)
+        if len(idx) == 0:
+            return
+        vals = delta[idx]
+        self.stats.add(self.last_t, t, idx, vals)
+        owners = self.link_owner[idx]
+        if (owners >= 0).any():
+            for op in np.unique(owners[owners >= 0]).tolist():
+                rec = self.inflight[op].rec
+                m = owners == op
+                rec.segments.append((self.last_t - rec.t0, t - rec.t0, idx[m], vals[m]))
 
     # -- memoisation --------------------------------------------------------------------------------
     def _footprint(self, prep: PreparedOp) -> np.ndarray:

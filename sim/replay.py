@@ -342,7 +342,7 @@ def op_keys(ops: OpTable, algo: str) -> list:
 def run_engine(workload: Workload, preparer: Preparer, router, paths: PathTable, *, timing: str,
                completion_quantile: float, bin_s: float | None, memoize: bool,
                progress: Callable[[int], None] | None, describe: Callable[[int], str],
-               link_stats: bool = True) -> EngineLog:
+               link_stats: bool = True, memo: dict | None = None) -> EngineLog:
     """One replay of ``workload`` over the routes of ``router``.
 
     When a memoised op turns out not to have been alone (:class:`sim.engine.MemoConflict`), the replay
@@ -353,7 +353,7 @@ def run_engine(workload: Workload, preparer: Preparer, router, paths: PathTable,
     from sim.network import FlowNetwork
 
     cap = router.links["capacity_gbps"].to_numpy(np.float64) * 1e9 / 8
-    memo: dict = {}
+    memo = {} if memo is None else memo
     blocked: set = set()
     for attempt in range(4):
         net = FlowNetwork(cap, completion_quantile=completion_quantile)
@@ -366,6 +366,29 @@ def run_engine(workload: Workload, preparer: Preparer, router, paths: PathTable,
         except MemoConflict as conflict:
             blocked.add(conflict.key)
     raise AssertionError("unreachable: the last attempt runs without memoisation")
+def nvlink_records(records: Mapping, preparer: Preparer, router) -> dict:
+    """Records of ops that used NVLink only, for the ideal run (durations only).
+
+    The non-blocking reference keeps every NVLink cable as it is, and plans are shared, so an op that
+    crosses no network link runs the same on both fabrics: its isolated duration carries over exactly.
+    The ideal run keeps no link statistics or flow log, so only the duration is kept.
+    """
+    from sim.engine import Record
+
+    kinds = router.links["kind"].to_numpy()
+    out = {}
+    none, no_ids = np.zeros(0), np.zeros(0, dtype=np.int64)
+    empty_flows = (no_ids, none, none, none, none)
+    for key, rec in records.items():
+        prep = preparer.cache.get(key)
+        if prep is None or prep.footprint is None or len(prep.footprint) == 0:
+            continue
+        if (kinds[prep.footprint] == "nvlink").all():
+            out[key] = Record(rec.duration_s, none, none, np.zeros(1, dtype=np.int64), no_ids, none, no_ids,
+                              none, none, none, empty_flows)
+    return out
+
+
 def _load_topology(topology, world_size: int, gpus_per_node: int, params: Mapping[str, Any]) -> nx.Graph:
     import topologies
 
@@ -505,8 +528,9 @@ def simulate(trace_df: pd.DataFrame, topology, algo: str = "auto", routing: str 
     router = Router(damaged, routing=routing, seed=seed)
     paths = PathTable(router.links["capacity_gbps"].to_numpy(), router.links["latency_us"].to_numpy())
     prep = Preparer(ops, router, paths, algo, damaged, meta, plan_options)
+    records: dict = {}
     log = run_engine(workload, prep, router, paths, timing=timing, completion_quantile=quantile, bin_s=bin_s,
-                     memoize=memoize, progress=progress, describe=describe)
+                     memoize=memoize, progress=progress, describe=describe, memo=records)
     ideal_log = None
     if options.get("ideal", True):
         ideal_graph = topologies.nonblocking(graph)
@@ -515,7 +539,7 @@ def simulate(trace_df: pd.DataFrame, topology, algo: str = "auto", routing: str 
         iprep = Preparer(ops, irouter, ipaths, algo, ideal_graph, meta, plan_options, plans=prep.plans)
         ideal_log = run_engine(workload, iprep, irouter, ipaths, timing=timing, completion_quantile=quantile,
                                bin_s=None, memoize=memoize, progress=progress, describe=describe,
-                               link_stats=False)
+                               link_stats=False, memo=nvlink_records(records, prep, router))
     if user_progress is not None:
         user_progress(1.0)
     trace_name = options.get("trace_name") or meta.get("name") or meta.get("source") or "trace"

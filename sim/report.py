@@ -178,6 +178,7 @@ def write_timeline(result, path: str | Path) -> Path:
     last_dst = names["dst"].astype(str).to_numpy()
     ptr, plinks = log.paths.ptr, log.paths.links
     op_names = coll["op"].to_numpy()
+    tids: dict[str, int] = {}
     for f in keep.tolist():
         p = int(log.flow_path[f])
         a, b = int(ptr[p]), int(ptr[p + 1])
@@ -185,7 +186,11 @@ def write_timeline(result, path: str | Path) -> Path:
             continue
         src, dst = first_src[plinks[a]], last_dst[plinks[b - 1]]
         op = int(log.flow_op[f])
-        events.append({"ph": "X", "pid": 2, "tid": src, "name": f"{src}->{dst}",
+        tid = tids.get(src)
+        if tid is None:  # one numbered track per source GPU, named after it
+            tid = tids[src] = len(tids)
+            events.append({"ph": "M", "pid": 2, "tid": tid, "name": "thread_name", "args": {"name": src}})
+        events.append({"ph": "X", "pid": 2, "tid": tid, "name": f"{src}->{dst}",
                        "ts": float(log.flow_start_s[f]) * 1e6,
                        "dur": float(log.flow_end_s[f] - log.flow_start_s[f]) * 1e6,
                        "args": {"bytes": float(log.flow_bytes[f]), "op": str(op_names[op]), "op_id": op}})

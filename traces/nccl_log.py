@@ -20,7 +20,7 @@ import pandas as pd
 from traces import nccl_log_comms as C
 from traces.ingest_report import IngestReport
 from traces.nccl_log_lines import NCCL_OPS
-from traces.nccl_log_rows import COLL, RECV, SEND, apply_tuning, build_rows, object_frame
+from traces.nccl_log_rows import COLL, OP_CODE, RECV, SEND, apply_tuning, build_rows, object_frame
 from traces.nccl_log_scan import NO_TS, FileScan, scan_file
 from traces.nccl_log_write import write_nccl_log
 from traces.schema import DTYPE_BYTES, NCCL_DTYPE_CODES, TraceError, empty_trace, new_metadata, validate
@@ -197,17 +197,9 @@ def _assemble(scans: list[FileScan], report: IngestReport) -> tuple[pd.DataFrame
     if len(rows):
         proc_code: dict[tuple[str, int], int] = {}
         inst_proc = np.array([proc_code.setdefault(i.key[:2], len(proc_code)) for i in instances], dtype=np.int64)
-        tunings = []
-        for f, s in enumerate(scans):
-            base = f << C.POS_SHIFT
-            for t in s.tunings:
-                key = (t["host"], t["pid"])
-                t["pos"] = base | t["line"]
-                t["proc"] = proc_code.get((fixed.get(key, key[0]), key[1]), -1)
-                tunings.append(t)
-        unmatched = apply_tuning(rows, inst_proc[rows["inst"].to_numpy()], tunings)
+        unmatched = apply_tuning(rows, inst_proc[rows["inst"].to_numpy()], _tuning_columns(scans, proc_code, fixed))
     else:
-        unmatched = sum(len(s.tunings) for s in scans)
+        unmatched = sum(len(s.tunings["line"]) for s in scans)
         notes.append("no usable COLL lines (log with NCCL_DEBUG_SUBSYS=COLL to see collectives)")
     if unmatched:
         notes.append(f"{unmatched} TUNING line(s) matched no COLL line of their process")
@@ -231,6 +223,24 @@ def _assemble(scans: list[FileScan], report: IngestReport) -> tuple[pd.DataFrame
             notes.append(f"several NCCL versions in the logs: {', '.join(versions)}")
     meta = new_metadata(world_size, members, "nccl-log", gpus_per_node=_gpus_per_node(instances), **extra)
     return _finish(rows), meta
+
+
+def _tuning_columns(scans: list[FileScan], proc_code: dict[tuple[str, int], int],
+                    fixed: dict[tuple[str, int], str]) -> dict[str, np.ndarray]:
+    """All TUNING records as columns, with ``pos`` and ``proc`` (process code, -1 when unknown)."""
+    parts = []
+    for f, s in enumerate(scans):
+        t = s.tunings
+        if not len(t["line"]):
+            continue
+        # (host, pid) -> process code once per distinct pair (a few), not per line
+        pairs = pd.MultiIndex.from_arrays([t["host"], t["pid"]])
+        codes, uniq = pd.factorize(pairs)
+        procs = np.array([proc_code.get((fixed.get(k, k[0]), int(k[1])), -1) for k in uniq], dtype=np.int64)
+        parts.append({"pos": (np.int64(f) << C.POS_SHIFT) | t["line"], "proc": procs[codes], "op": t["op"],
+                      "nbytes": t["nbytes"], "algo": t["algo"], "proto": t["proto"]})
+    names = ("pos", "proc", "op", "nbytes", "algo", "proto")
+    return {k: np.concatenate([p[k] for p in parts]) if parts else np.empty(0) for k in names}
 
 
 def _resolve_unprefixed(c: pd.DataFrame, inits: list[dict[str, Any]], scans: list[FileScan],
@@ -284,26 +294,34 @@ def _rows(c: pd.DataFrame, instances: list[C.Instance], ranks: dict[tuple[str, i
     if not len(c):
         return pd.DataFrame()
     inst = c["inst"].to_numpy()
-    comm = np.array([i.comm for i in instances], dtype=object)
+    # Integer codes through the row steps; text only for the final rows (object columns are slow to take).
+    comm_code, comm_name = pd.factorize(np.array([i.comm for i in instances], dtype=object), use_na_sentinel=False)
+    comm_name = np.asarray(comm_name, dtype=object)
+    host = np.array([i.key[0] for i in instances], dtype=object)  # the instance key holds the row's host
     grank = np.array([ranks[i.identity] for i in instances], dtype=np.int64)
     dev = np.array([i.identity[2] for i in instances], dtype=np.int64)
     nranks = np.array([i.nranks for i in instances], dtype=np.int64)
-    # Lookups through small tables (codes), not pandas .map: it would build Arrow strings row by row.
     dt = c["dt"].to_numpy()
     dt_name = np.array([NCCL_DTYPE_CODES.get(k, "") for k in range(max(NCCL_DTYPE_CODES) + 1)], dtype=object)
     dt_size = np.array([DTYPE_BYTES.get(n, 0) for n in dt_name], dtype=np.int64)
     op_codes, op_names = pd.factorize(c["op"].to_numpy(dtype=object))
-    ops = np.array([NCCL_OPS[o] for o in op_names], dtype=object)[op_codes]
-    kind = np.select([ops == "Send", ops == "Recv"], [SEND, RECV], COLL).astype(np.int8)
-    lines = object_frame({
-        "pos": c["pos"].to_numpy(), "inst": inst, "rank": grank[inst], "comm": comm[inst],
-        "op": ops, "kind": kind, "opc": c["opc"].to_numpy(dtype=object),
-        "count": c["count"].to_numpy(), "dtype": dt_name[dt],
+    ops = np.array([OP_CODE[NCCL_OPS[o]] for o in op_names], dtype=np.int64)[op_codes]
+    kind = np.select([ops == OP_CODE["Send"], ops == OP_CODE["Recv"]], [SEND, RECV], COLL).astype(np.int8)
+    lines = pd.DataFrame({
+        "pos": c["pos"].to_numpy(), "inst": inst, "rank": grank[inst], "comm": comm_code[inst],
+        "op": ops, "kind": kind, "opc": c["opc"].to_numpy(),
+        "count": c["count"].to_numpy(), "dt": dt,
         "size": dt_size[dt], "root": c["root"].to_numpy(),
         "nranks": np.where(nranks[inst] > 0, nranks[inst], c["nranks"]), "ts_us": c["ts_us"].to_numpy(),
-        "host": c["host"].to_numpy(dtype=object), "device": dev[inst],
     })
-    return build_rows(lines)
+    rows = build_rows(lines)
+    inst = rows["inst"].to_numpy()
+    text = {"comm": comm_name[rows["comm"].to_numpy()], "host": host[inst],
+            "dtype": dt_name[rows["dt"].to_numpy()]}
+    for name, values in text.items():
+        rows[name] = pd.Series(values, index=rows.index, dtype=object)
+    rows["device"] = dev[inst]
+    return rows
 
 
 def _finish(rows: pd.DataFrame) -> pd.DataFrame:

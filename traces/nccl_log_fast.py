@@ -9,6 +9,8 @@ the forgiving per-line parser; both paths give the same fields.
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pandas as pd
 
@@ -147,7 +149,8 @@ def coll_fields(ch: Chunk, marks: np.ndarray) -> tuple[dict[str, np.ndarray], np
     cols = {name: np.zeros(n, dtype=np.int64) for name in ("count", "dt", "root", "nranks", "grank")}
     cols["grank"][:] = -1
     opc = np.zeros(n, dtype=np.uint64)
-    comm = np.zeros(n, dtype=np.uint64)
+    comm_start = np.zeros(n, dtype=np.int64)  # the comm pointer's hex digits [comm_start, comm_end)
+    comm_end = np.zeros(n, dtype=np.int64)
     layout_ok = np.zeros(n, dtype=bool)
     for count, (shift, rccl) in LAYOUTS.items():
         rows = np.flatnonzero(ok & (ntok == count))
@@ -181,9 +184,7 @@ def coll_fields(ch: Chunk, marks: np.ndarray) -> tuple[dict[str, np.ndarray], np
         good &= valid
         s, e2 = tok(14 + shift)
         good &= ch.looks_like(s, s + 2, b"0x")
-        value, valid = ch.hexnum(s + 2, e2)
-        comm[rows] = value
-        good &= valid
+        comm_start[rows], comm_end[rows] = s + 2, e2
         if rccl:
             good &= ch.looks_like(*tok(18 + shift), b"task") & ch.looks_like(*tok(20 + shift), b"globalrank")
             value, valid = ch.decimal(*tok(21 + shift), 9)
@@ -196,37 +197,37 @@ def coll_fields(ch: Chunk, marks: np.ndarray) -> tuple[dict[str, np.ndarray], np
     op_start = np.maximum(np.where(k >= 0, ch.sp[np.clip(k, 0, last)] + 1, 0), start) if len(ch.sp) else start
     op = _op_names(ch, op_start, marks)
     ok &= op != None  # noqa: E711 - elementwise test on an object array
+    # A process uses a few comm pointers: parse each distinct one once (no per-row hex arithmetic).
+    codes, uniq = distinct_tokens(ch, comm_start, comm_end)
+    ptr = np.array([_pointer(u) for u in uniq], dtype=object)
+    comm = ptr[codes] if n else np.empty(0, dtype=object)
+    ok &= comm != None  # noqa: E711
     prefix = prefix_fields(ch, op_start, start, k1 - 3)
     ok &= prefix.pop("ok")
     cols.update(prefix)
     cols["op"] = op
     cols["line"] = li
-    cols["opc"] = _hex_strings(opc, with_0x=False)
-    cols["comm"] = _hex_strings(comm, with_0x=True)
+    cols["opc"] = opc.view(np.int64)  # compared for equality only: no text needed
+    cols["comm"] = comm
     return cols, ok
 
 
-_OP_KEYS = {(len(b), b[0], b[3] if len(b) > 3 else 0): name for b, name in _OP_BYTES.items()}
+
+
+_OP_OF_BYTES: dict[bytes, str] = dict(_OP_BYTES)
+_HEX_DIGITS = re.compile(rb"[0-9a-fA-F]{1,16}")
 
 
 def _op_names(ch: Chunk, start: np.ndarray, end: np.ndarray) -> np.ndarray:
-    """The NCCL op name in each [start, end), or None; found by (length, bytes 0 and 3), then checked."""
-    length = end - start
-    key = (length << 16) | (ch.arr[np.minimum(start, ch.n)].astype(np.int64) << 8) | np.where(
-        length > 3, ch.arr[np.minimum(start + 3, ch.n)], 0)
-    out = np.full(len(start), None, dtype=object)
-    for (n, b0, b3), name in _OP_KEYS.items():
-        rows = np.flatnonzero(key == ((n << 16) | (b0 << 8) | b3))
-        if len(rows):
-            same = ch.equals(start[rows], end[rows], name.encode())
-            out[rows[same]] = name
-    return out
+    """The NCCL op name exactly in each [start, end), or None (looked up once per distinct token)."""
+    codes, uniq = distinct_tokens(ch, start, end)
+    names = np.array([_OP_OF_BYTES.get(u) for u in uniq], dtype=object)
+    return names[codes] if len(start) else np.empty(0, dtype=object)
 
 
-def _hex_strings(values: np.ndarray, with_0x: bool) -> np.ndarray:
-    uniq, inv = np.unique(values, return_inverse=True)
-    text = np.array([(f"0x{int(v):x}" if with_0x else f"{int(v):x}") for v in uniq], dtype=object)
-    return text[inv] if len(values) else np.empty(0, dtype=object)
+def _pointer(digits: bytes) -> str | None:
+    """``0x`` + 1 to 16 hex digits in the canonical form of :func:`nccl_log_lines.pointer_text`, else None."""
+    return f"0x{int(digits, 16):x}" if _HEX_DIGITS.fullmatch(digits) else None
 
 
 def prefix_fields(ch: Chunk, body_start: np.ndarray, line_start: np.ndarray,
@@ -248,9 +249,7 @@ def prefix_fields(ch: Chunk, body_start: np.ndarray, line_start: np.ndarray,
     s2 = np.where(k >= 2, ch.sp[np.clip(k - 2, 0, len(ch.sp) - 1)], -1)
     has_outer = s2 >= line_start
     hpt_start = np.where(has_outer, s2 + 1, line_start)
-    buf = ch.buf
-    hpt = [buf[a:z] for a, z in zip(hpt_start.tolist(), s1.tolist(), strict=True)]
-    codes, uniq = pd.factorize(np.array(hpt, dtype=object))
+    codes, uniq = distinct_tokens(ch, hpt_start, s1)
     hosts, pids, tids, bad = [], [], [], []
     for token in uniq:
         parts = token.decode("utf-8", "replace").rsplit(":", 2)
@@ -272,6 +271,27 @@ def prefix_fields(ch: Chunk, body_start: np.ndarray, line_start: np.ndarray,
     if len(rows):
         out["ts_us"][rows] = outer_timestamps(ch, line_start[rows], s2[rows])
     return out
+
+
+def distinct_tokens(ch: Chunk, start: np.ndarray, end: np.ndarray, max_width: int = 64) -> tuple[np.ndarray, list]:
+    """Codes and distinct values (bytes) of the tokens [start, end) (empty where end <= start).
+
+    Tokens up to ``max_width`` bytes are compared as one fixed-width numpy string each (no Python object
+    per row); longer ones, or ones holding a NUL byte (numpy strings drop trailing NULs), are sliced one by one.
+    """
+    length = np.maximum(end - start, 0)
+    width = int(length.max(initial=0))
+    if 0 < width <= max_width:
+        mat = ch.gather(start, width)
+        outside = np.arange(width) >= length[:, None]
+        if not ((mat == 0) & ~outside).any():
+            mat[outside] = 0
+            codes, uniq = np.unique(mat.view(f"S{width}").ravel(), return_inverse=True)[::-1]
+            return codes.ravel(), uniq.tolist()
+    buf = ch.buf
+    tokens = [buf[a:z] for a, z in zip(start.tolist(), end.tolist(), strict=True)]
+    codes, uniq = pd.factorize(np.array(tokens, dtype=object))
+    return codes, list(uniq)
 
 
 def outer_timestamps(ch: Chunk, start: np.ndarray, end: np.ndarray) -> np.ndarray:
@@ -321,41 +341,56 @@ def _days_from_civil(y: np.ndarray, m: np.ndarray, d: np.ndarray) -> np.ndarray:
     return era * 146097 + doe - 719468
 
 
-def tuning_fields(ch: Chunk, marks: np.ndarray) -> list[dict]:
-    """TUNING lines whose ``" Bytes -> Algo "`` is at ``marks`` (all three versions), as records."""
+def tuning_fields(ch: Chunk, marks: np.ndarray) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """TUNING lines whose ``" Bytes -> Algo "`` is at ``marks`` (all three versions), as columns.
+
+    Returns
+    -------
+    (columns, ok)
+        ``line`` (0-based in the chunk), ``host``, ``pid``, ``op`` (printed name or None), ``nbytes``,
+        ``algo``, ``proto``, ``ts_us``; only rows with ``ok`` are valid (the rest need the per-line parser).
+    """
     li = ch.line_of(marks)
     start, end = ch.line_bounds(li)
+    last = max(len(ch.sp) - 1, 0)
     k = np.searchsorted(ch.sp, marks) - 1  # the space before the byte count
-    nb_start = np.where(k >= 0, ch.sp[np.maximum(k, 0)] + 1, start)
+    nb_start = np.where(k >= 0, ch.sp[np.clip(k, 0, last)] + 1, start)
     nbytes, ok = ch.decimal(np.maximum(nb_start, start), marks)
     k2 = k - 1
-    op_start = np.where(k2 >= 0, ch.sp[np.maximum(k2, 0)] + 1, start)
+    op_start = np.where(k2 >= 0, ch.sp[np.clip(k2, 0, last)] + 1, start)
     named = (op_start >= start) & (ch.arr[np.maximum(nb_start - 2, 0)] == 58)  # "%s: " before
     body = np.where(named, op_start, nb_start)
     prefix = prefix_fields(ch, body, start)
     ok &= prefix["ok"]
-    out = []
-    buf = ch.buf
-    after = len(" Bytes -> Algo ")
-    names: dict[bytes, str | None] = {}
-    algos: dict[bytes, str] = {}
-    protos: dict[bytes, str] = {}
-    # Plain lists: indexing them is far cheaper than indexing numpy arrays one element at a time.
-    cols = zip(li.tolist(), ok.tolist(), marks.tolist(), end.tolist(), named.tolist(), op_start.tolist(),
-               nb_start.tolist(), nbytes.tolist(), prefix["host"].tolist(), prefix["pid"].tolist(),
-               prefix["ts_us"].tolist(), strict=True)
-    for line, good, mark, stop, has_op, o0, n0, nb, host, pid, ts in cols:
-        rest = buf[mark + after: stop].split() if good else ()
-        if len(rest) < 3 or rest[1] != b"proto":
-            out.append({"line": line, "ok": False})
-            continue
-        raw = buf[o0: n0 - 2] if has_op else b""
-        if raw not in names:
-            names[raw] = L.op_name(raw.decode("utf-8", "replace")) if raw else None
-        if rest[0] not in algos:
-            algos[rest[0]] = L.algo_name(rest[0].decode("utf-8", "replace"))
-        if rest[2] not in protos:
-            protos[rest[2]] = L.proto_name(rest[2].decode("utf-8", "replace"))
-        out.append({"line": line, "ok": True, "host": host, "pid": pid, "op": names[raw], "nbytes": nb,
-                    "algo": algos[rest[0]], "proto": protos[rest[2]], "ts_us": ts})
+    op = _op_names(ch, op_start, nb_start - 2)
+    ok &= ~named | (op != None)  # noqa: E711 - garbage glued to the name: per-line parser
+    op[~named] = None
+    # "<algo> proto <proto>" after the mark, single spaces, each name \w+ (else the per-line parser).
+    a0 = marks + len(" Bytes -> Algo ")
+    ka = np.searchsorted(ch.sp, a0)
+    sp = ch.sp[np.minimum(ka[:, None] + np.arange(3), last)] if len(ch.sp) else np.zeros((len(marks), 3), np.int64)
+    inside = (ka[:, None] + np.arange(3) <= last) & (sp < end[:, None])
+    ok &= inside[:, 0] & inside[:, 1] & ch.looks_like(sp[:, 0] + 1, sp[:, 1], b"proto")
+    p_end = np.where(inside[:, 2], sp[:, 2], end)
+    algo = _names(ch, a0, sp[:, 0], ok, L.algo_name)
+    proto = _names(ch, sp[:, 1] + 1, p_end, ok, L.proto_name)
+    ok &= (algo != None) & (proto != None)  # noqa: E711
+    cols = {"line": li, "host": prefix["host"], "pid": prefix["pid"], "op": op, "nbytes": nbytes,
+            "algo": algo, "proto": proto, "ts_us": prefix["ts_us"]}
+    return cols, ok
+
+
+_WORD = re.compile(rb"\w+")
+
+
+def _names(ch: Chunk, start: np.ndarray, end: np.ndarray, ok: np.ndarray, name) -> np.ndarray:
+    """``name(token)`` for the word token in each [start, end) of the ``ok`` rows, else None (once per distinct
+    token)."""
+    out = np.full(len(start), None, dtype=object)
+    rows = np.flatnonzero(ok & (end > start))
+    if not len(rows):
+        return out
+    codes, uniq = distinct_tokens(ch, start[rows], end[rows])
+    names = np.array([name(u.decode()) if _WORD.fullmatch(u) else None for u in uniq], dtype=object)
+    out[rows] = names[codes]
     return out

@@ -31,7 +31,8 @@ NO_TS = F.NO_TS
 #: Columns of the COLL records a scan returns (numpy arrays of equal length).
 COLL_FIELDS = ("line", "host", "pid", "tid", "ts_us", "op", "opc", "count", "dt", "root", "comm", "nranks",
                "grank")
-_INT_FIELDS = ("line", "pid", "tid", "ts_us", "count", "dt", "root", "nranks", "grank")
+#: ``opc`` is kept as the opCount's 64 bits in an int64 (only compared for equality): no string per row.
+_INT_FIELDS = ("line", "pid", "tid", "ts_us", "opc", "count", "dt", "root", "nranks", "grank")
 
 
 @dataclass
@@ -42,11 +43,26 @@ class FileScan:
     coll: dict[str, np.ndarray]
     inits: list[dict[str, Any]] = field(default_factory=list)
     rings: list[dict[str, Any]] = field(default_factory=list)
-    tunings: list[dict[str, Any]] = field(default_factory=list)
+    tunings: dict[str, np.ndarray] = field(default_factory=dict)  # TUNING_FIELDS columns
+    tuning_parts: list[dict[str, Any]] = field(default_factory=list)  # while scanning
     versions: list[str] = field(default_factory=list)
     min_ts_us: int | None = None
     lines: int = 0
     nccl_lines: int = 0
+
+
+#: Columns of the TUNING records (``op`` is the printed name or None).
+TUNING_FIELDS = ("line", "host", "pid", "op", "nbytes", "algo", "proto")
+_TUNING_INT = ("line", "pid", "nbytes")
+
+
+def _finish_tunings(parts: list[dict[str, Any]]) -> dict[str, np.ndarray]:
+    out: dict[str, np.ndarray] = {}
+    for name in TUNING_FIELDS:
+        dtype = np.int64 if name in _TUNING_INT else object
+        arrays = [np.asarray(p[name], dtype=dtype) for p in parts]
+        out[name] = np.concatenate(arrays) if arrays else np.empty(0, dtype=dtype)
+    return out
 
 
 def _empty_columns() -> dict[str, list]:
@@ -161,11 +177,13 @@ def _scan_range(path: str, begin: int, end: int, progress: Callable[[float], Any
         raise TraceError(f"{path}: cannot read ({exc.strerror or exc})") from None
     scan.lines = line_base
     scan.coll = _finish_columns(parts)
+    scan.tunings = _finish_tunings(scan.tuning_parts)
+    scan.tuning_parts = []
     skips = [(reason, int(report.examples[reason].rsplit(":", 1)[1]), n) for reason, n in report.skipped.items()]
     return scan, skips
 
 
-_TEXT_FIELDS = ("host", "op", "opc", "comm")
+_TEXT_FIELDS = ("host", "op", "comm")
 
 
 def _scan_range_coded(path: str, begin: int, end: int) -> tuple[FileScan, list[tuple[str, int, int]]]:
@@ -191,12 +209,14 @@ def _merge(path: str, results: list[tuple[FileScan, list[tuple[str, int, int]]]]
                 col[name] = np.asarray(uniq, dtype=object)[codes] if len(codes) else np.empty(0, dtype=object)
         col["line"] = col["line"] + base
         parts.append(col)
-        for kind in (scan.inits, scan.rings, scan.tunings):
+        for kind in (scan.inits, scan.rings):
             for rec in kind:
                 rec["line"] += base
+        tun = dict(scan.tunings)
+        tun["line"] = tun["line"] + base
+        out.tuning_parts.append(tun)
         out.inits += scan.inits
         out.rings += scan.rings
-        out.tunings += scan.tunings
         out.versions += scan.versions
         for reason, line, n in skips:
             report.skip(reason, f"{path}:{line + base}", n)
@@ -206,6 +226,8 @@ def _merge(path: str, results: list[tuple[FileScan, list[tuple[str, int, int]]]]
         base += scan.lines
     out.lines = base
     out.coll = _finish_columns(parts)
+    out.tunings = _finish_tunings(out.tuning_parts)
+    out.tuning_parts = []
     return out
 
 
@@ -245,31 +267,41 @@ def _scan_chunk(buf: bytes, line_base: int, scan: FileScan, parts: list, report:
         if slow["line"]:
             parts.append(slow)
     tmarks = ch.find(b" Bytes -> Algo ", 8)
-    tuning_lines: set[int] = set()
+    tuning_lines = np.empty(0, dtype=np.int64)
     if len(tmarks):
-        for rec in F.tuning_fields(ch, tmarks):
-            if rec.pop("ok"):
-                rec["line"] += line_base + 1
-                tuning_lines.add(rec["line"] - line_base - 1)
-                _note_ts(scan, None if rec["ts_us"] == F.NO_TS else rec["ts_us"])
-                scan.tunings.append(rec)
+        tcols, tok = F.tuning_fields(ch, tmarks)
+        if tok.any():
+            part = {name: tcols[name][tok] for name in TUNING_FIELDS}
+            tuning_lines = part["line"]
+            part["line"] = tuning_lines + line_base + 1
+            scan.tuning_parts.append(part)
+            ts = tcols["ts_us"][tok]
+            ts = ts[ts != NO_TS]
+            if len(ts):
+                _note_ts(scan, int(ts.min()))
     others = np.concatenate([ch.find(b"anks ", 2), ch.find(b"Channel ", 0), ch.find(b"NCCL version", 5),
                              tmarks])
     if len(others):
-        skip = set(coll_lines.tolist()) | tuning_lines
-        for i in np.unique(ch.line_of(others)).tolist():
-            if i not in skip:
-                _parse_other(ch.line_text(i), line_base + i + 1, scan)
+        cand = np.unique(ch.line_of(others))
+        cand = cand[~np.isin(cand, coll_lines) & ~np.isin(cand, tuning_lines)]
+        for i in cand.tolist():
+            _parse_other(ch.line_text(i), line_base + i + 1, scan)
     return len(ch.ends)
 
 
 def _append_slow(cols: dict[str, list], rec: L.CollLine, line: int) -> None:
     p = rec.prefix
     for name, value in (("line", line), ("host", p.host), ("pid", p.pid), ("tid", p.tid),
-                        ("ts_us", NO_TS if p.ts_us is None else p.ts_us), ("op", rec.op), ("opc", rec.opc),
+                        ("ts_us", NO_TS if p.ts_us is None else p.ts_us), ("op", rec.op), ("opc", _opc_int(rec.opc)),
                         ("count", rec.count), ("dt", rec.dt), ("root", rec.root), ("comm", rec.comm),
                         ("nranks", rec.nranks), ("grank", rec.grank)):
         cols[name].append(value)
+
+
+def _opc_int(text: str) -> int:
+    """The opCount's 64 bits as a signed int64 value (what the fast path stores)."""
+    value = int(text, 16) & ((1 << 64) - 1)
+    return value - (1 << 64) if value >= 1 << 63 else value
 
 
 def _note_ts(scan: FileScan, ts: int | None) -> None:
@@ -310,9 +342,10 @@ def _parse_other(text: str, line: int, scan: FileScan) -> None:
     m = L.TUNING_RE.search(text) if "Bytes -> Algo" in text else None
     if m:
         prefix = L.parse_prefix_at(text, m.start())
-        scan.tunings.append({
-            "line": line, "host": prefix.host, "pid": prefix.pid, "op": L.op_name(m["op"]) if m["op"] else None,
-            "nbytes": int(m["nbytes"]), "algo": L.algo_name(m["algo"]), "proto": L.proto_name(m["proto"]),
+        scan.tuning_parts.append({
+            "line": [line], "host": [prefix.host], "pid": [prefix.pid],
+            "op": [L.op_name(m["op"]) if m["op"] else None], "nbytes": [int(m["nbytes"])],
+            "algo": [L.algo_name(m["algo"])], "proto": [L.proto_name(m["proto"])],
         })
         _note_ts(scan, prefix.ts_us)
 

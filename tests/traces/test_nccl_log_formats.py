@@ -237,6 +237,39 @@ def test_tuning_lines(tmp_path, tuning):
     assert df["algo"].tolist() == ["TREE", ""] and df["proto"].tolist() == ["LL128", ""]
 
 
+@pytest.mark.parametrize("fast", [True, False])
+def test_tuning_fast_and_per_line_paths_agree(tmp_path, monkeypatch, fast):
+    # Every TUNING version, a TUNING line with garbage glued to its op name, CRLF, a 2.26 timestamp: the
+    # positional path and the per-line TUNING_RE parser give the same algo/proto on the same rows.
+    lines = [pre(pid=1) + coll(count=1024), pre(pid=1) + "4096 Bytes -> Algo 0 proto 1 time 12.5",
+             pre(pid=2) + coll(count=16, opc="1"), pre(pid=2) + "AllReduce: 64 Bytes -> Algo 1 proto 2 time 1.0",
+             pre(pid=1) + coll(op="AllGather", count=8, opc="2"),
+             "[2025-01-02 03:04:05] " + pre(pid=1) + "AllGather: 32 Bytes -> Algo NVLS proto SIMPLE channel{Lo..Hi}={0..1}\r",
+             pre(pid=2) + coll(op="ReduceScatter", count=4, opc="3", nranks=2),
+             pre(pid=2) + "xyReduceScatter: 32 Bytes -> Algo PAT proto LL channel{Lo..Hi}={0..0}"]
+    if not fast:  # force every TUNING line through the per-line parser
+        real = nccl_log_fast.tuning_fields
+        monkeypatch.setattr(nccl_log_fast, "tuning_fields",
+                            lambda ch, m: (real(ch, m)[0], np.zeros(len(m), bool)))
+    df, report = read_lines(tmp_path, lines)
+    got = df.sort_values(["count"])[["op", "algo", "proto"]].values.tolist()
+    assert got == [["ReduceScatter", "PAT", "LL"], ["AllGather", "NVLS", "SIMPLE"],
+                   ["AllReduce", "RING", "SIMPLE"], ["AllReduce", "TREE", "LL128"]]
+    assert not any("TUNING" in n for n in report.notes)
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_opcount_above_63_bits_groups_send_recv(tmp_path, monkeypatch, fast):
+    # opCount is %lx: a value with the top bit set must still tell groups apart (it is kept as 64 bits).
+    if not fast:
+        real = nccl_log_fast.coll_fields
+        monkeypatch.setattr(nccl_log_fast, "coll_fields", lambda ch, m: (real(ch, m)[0], np.zeros(len(m), bool)))
+    lines = [pre() + coll(op="Send", opc=o, root=1, count=4) for o in ("ffffffffffffffff", "ffffffffffffffff",
+                                                                      "8000000000000000")]
+    df, _ = read_lines(tmp_path, lines)
+    assert df["group"].tolist() == [0, 0, -1] and df["seq"].tolist() == [0, 1, 2]
+
+
 def test_tuning_uses_allgather_total_bytes(tmp_path):
     lines = [pre() + coll(op="AllGather", count=100, nranks=4), pre() + "AllGather: 1600 Bytes -> Algo RING "
              "proto SIMPLE channel{Lo..Hi}={0..1}"]
