@@ -326,7 +326,7 @@ def plan_collective(op: str, nbytes: float, ranks: Sequence[int] | np.ndarray, *
                     max_channels: int = tuning.DEFAULT_MAX_CHANNELS,
                     max_transfers: int = tuning.DEFAULT_MAX_TRANSFERS, proto: str | None = None,
                     model: tuning.CostModel | None = None, graph=None,
-                    channels: int | None = None) -> TransferPlan:
+                    channels: int | None = None, merge_nvlink_channels: bool = True) -> TransferPlan:
     """Decompose one collective into transfers, as NCCL runs it.
 
     Parameters
@@ -360,6 +360,10 @@ def plan_collective(op: str, nbytes: float, ranks: Sequence[int] | np.ndarray, *
         Most chunks per channel and step (plan size knob).
     max_channels : int
         Most channels NCCL's size rule may pick.
+    merge_nvlink_channels : bool
+        On a communicator inside one server (no ``nchannels`` given), plan one channel instead of NCCL's
+        count: each GPU has a single NVSwitch port, so channels only split its bandwidth; the link loads
+        and step count are the same with K times fewer flows. False keeps NCCL's channel count.
     max_transfers : int
         Plan size budget for ring, chain and tree plans: chunks, then (unless ``nchannels`` is given)
         channels are reduced until ``channels × edges × chunks`` fits. One chunk is always allowed, and on
@@ -442,7 +446,11 @@ def plan_collective(op: str, nbytes: float, ranks: Sequence[int] | np.ndarray, *
     else:
         per_channel = (2 * (n - 1) if op == "AllReduce" else n - 1) * n
     nch = int(nchannels or tuning.channels_for(op, algo, proto, nbytes, n, max_channels))
-    if nchannels is None:  # keep the plan under the transfer budget: fewer channels only if 1 chunk is too many
+    if nchannels is None and nnodes == 1 and merge_nvlink_channels:
+        # Inside one NVLink domain every GPU has one NVSwitch port, so K channels only split that port's
+        # bandwidth K ways: one channel gives the same link loads and step count with K times fewer flows.
+        nch = 1
+    elif nchannels is None:  # keep the plan under the transfer budget: fewer channels only if 1 chunk is too many
         # ... but keep one channel per GPU of the largest server on multi-server rings and trees: each
         # channel crosses the network from a different GPU, so fewer channels would idle NICs
         floor = min(nch, max(len(g) for g in groups)) if nnodes > 1 else 1

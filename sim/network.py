@@ -201,6 +201,9 @@ class FlowNetwork:
         times before re-solving (faster, slightly late finishes; see the module docstring).
     bin_s : float or None
         Width of the time bins of :meth:`binned_link_bytes`; None keeps no time series.
+    track_busy : bool
+        Keep ``busy_above_90_s`` (exact time each link spends above 90 % load). A caller that keeps its
+        own link statistics passes False and saves that work in every step.
 
     Raises
     ------
@@ -220,7 +223,7 @@ class FlowNetwork:
     """
 
     def __init__(self, capacity_bytes_per_s: np.ndarray, *, completion_quantile: float = 0.0,
-                 bin_s: float | None = None):
+                 bin_s: float | None = None, track_busy: bool = True):
         capacity = np.array(capacity_bytes_per_s, dtype=np.float64).reshape(-1)
         if capacity.size == 0 or not np.all(np.isfinite(capacity)) or np.any(capacity <= 0):
             raise SimError("capacity_bytes_per_s: every link capacity must be finite and > 0")
@@ -232,6 +235,7 @@ class FlowNetwork:
         self.num_links = capacity.size
         self.completion_quantile = float(completion_quantile)
         self.bin_s = None if bin_s is None else float(bin_s)
+        self.track_busy = bool(track_busy)
         self.now_s = 0.0
         self.link_bytes = np.zeros(self.num_links)
         self.peak_utilization = np.zeros(self.num_links)
@@ -552,7 +556,7 @@ class FlowNetwork:
                 self._bin_constant(now, target_s, load)
         self.now_s = float(target_s)
         if not fin_mask.any():
-            if dt > 0:
+            if dt > 0 and self.track_busy:
                 self.busy_above_90_s[load > self._busy_threshold] += dt
             return _NO_IDS
         fin = act[fin_mask]
@@ -570,7 +574,7 @@ class FlowNetwork:
         inc_rate = fin_rate.repeat(deg)
         if self.bin_s is not None:
             self._bin_amounts(target_s, links, inc_end, inc_left)
-        if dt > 0:
+        if dt > 0 and self.track_busy:
             self._busy(now, target_s, links, inc_end, inc_rate, slack)
         self._finish[fin] = end
         count = self._count

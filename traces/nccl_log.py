@@ -129,16 +129,26 @@ def _skip_rows(df: pd.DataFrame, mask: np.ndarray, reason: str, scans: list[File
 
 
 def _drop_unusable(c: pd.DataFrame, scans: list[FileScan], report: IngestReport) -> pd.DataFrame:
-    known = c["op"].isin(list(NCCL_OPS)).to_numpy()
-    for op in pd.unique(c["op"][~known]):
-        c = _skip_rows(c, (c["op"] == op).to_numpy(), f"unknown COLL op name {op!r}", scans, report)
+    # Decide per distinct op / dtype code (a handful), not per row.
+    codes, names = pd.factorize(c["op"].to_numpy(dtype=object))
+    names = list(names)
+    for k, op in enumerate(names):
+        if op not in NCCL_OPS:
+            c, codes = _skip_code(c, codes, k, f"unknown COLL op name {op!r}", scans, report)
     for op in [k for k, v in NCCL_OPS.items() if v is None]:
-        c = _skip_rows(c, (c["op"] == op).to_numpy(),
-                       f"op {op} (NCCL 2.29+ one-sided) has no trace-schema equivalent", scans, report)
-    bad_dt = ~c["dt"].isin(list(NCCL_DTYPE_CODES)).to_numpy()
-    for dt in pd.unique(c["dt"][bad_dt]):
+        if op in names:
+            c, codes = _skip_code(c, codes, names.index(op),
+                                  f"op {op} (NCCL 2.29+ one-sided) has no trace-schema equivalent", scans, report)
+    dts = pd.unique(c["dt"].to_numpy())
+    for dt in [d for d in dts.tolist() if d not in NCCL_DTYPE_CODES]:
         c = _skip_rows(c, (c["dt"] == dt).to_numpy(), f"unknown datatype code {dt}", scans, report)
     return c
+
+
+def _skip_code(c: pd.DataFrame, codes: np.ndarray, k: int, reason: str, scans: list[FileScan],
+               report: IngestReport) -> tuple[pd.DataFrame, np.ndarray]:
+    mask = codes == k
+    return _skip_rows(c, mask, reason, scans, report), codes[~mask]
 
 
 def _assemble(scans: list[FileScan], report: IngestReport) -> tuple[pd.DataFrame, dict[str, Any]]:

@@ -27,10 +27,16 @@ _OP_BYTES = {name.encode(): name for name in L.NCCL_OPS}
 #: token count after ": opCount " -> (shift for ` acc %p`, has RCCL ` task %d globalrank %d`).
 LAYOUTS: dict[int, tuple[int, bool]] = {18: (0, False), 17: (0, False), 20: (2, False), 19: (2, False),
                                         22: (0, True), 24: (2, True)}
+#: Spaces read per COLL body: one more than the longest layout has, to tell "too many tokens".
+_WINDOW = max(LAYOUTS) + 1
 
 
 #: Bytes of zero padding after a chunk, so fixed-width gathers never run past the end.
 PAD = 64
+
+
+#: Below this many occurrences in a chunk, :meth:`Chunk.find` loops over ``bytes.find``.
+_FIND_LOOP_MAX = 1000
 
 
 class Chunk:
@@ -46,10 +52,25 @@ class Chunk:
             ends = np.append(ends, self.n)
         self.ends = ends  # line i ends (exclusive, at its newline) at ends[i]
         self.sp = np.flatnonzero(real == 32)
+        # Space positions padded with a value past every line end, read as windows (see coll_fields).
+        self._sp_windows = np.lib.stride_tricks.sliding_window_view(
+            np.concatenate([self.sp, np.full(_WINDOW + 2, self.n + 1, dtype=self.sp.dtype)]), _WINDOW)
         self._where: dict[int, np.ndarray] = {}
+        self._windows = np.lib.stride_tricks.sliding_window_view(self.arr, PAD)
 
     def find(self, literal: bytes, anchor: int) -> np.ndarray:
-        """Start positions of ``literal``: candidates where its byte ``anchor`` occurs, then verified."""
+        """Start positions of ``literal``: candidates where its byte ``anchor`` occurs, then verified.
+
+        Literals that are absent or rare in the chunk (Init, version, ring lines) are found by the C substring
+        search instead: a count is far cheaper than a numpy pass over the whole chunk.
+        """
+        if self.buf.count(literal) < _FIND_LOOP_MAX:
+            out = []
+            pos = self.buf.find(literal)
+            while pos >= 0:  # overlapping hits too, as the numpy path finds them
+                out.append(pos)
+                pos = self.buf.find(literal, pos + 1)
+            return np.array(out, dtype=np.int64)
         byte = literal[anchor]
         if byte not in self._where:  # ": opCount " and "Channel " share their 'C' pass
             self._where[byte] = np.flatnonzero(self.arr[: self.n] == byte)
@@ -74,12 +95,27 @@ class Chunk:
         return self.buf[start: int(self.ends[i])].decode("utf-8", "replace").rstrip("\r")
 
     def gather(self, start: np.ndarray, width: int) -> np.ndarray:
-        return self.arr[np.minimum(start, self.n)[:, None] + np.arange(width)]
+        """(rows x width) bytes from each start; a start outside the chunk reads the zero padding."""
+        start = np.where((start < 0) | (start > self.n), self.n, start)
+        if width <= PAD:
+            # Rows of a strided window view: one small copy per row, no (rows x width) index matrix.
+            return self._windows[start, :width]
+        return self.arr[start[:, None] + np.arange(width)]
 
     def looks_like(self, start: np.ndarray, end: np.ndarray, word: bytes) -> np.ndarray:
         """Cheap keyword test for fixed-layout tokens: same length, first and last byte."""
         return (((end - start) == len(word)) & (self.arr[np.minimum(start, self.n)] == word[0])
                 & (self.arr[np.maximum(end - 1, 0)] == word[-1]))
+
+    def all_look_like(self, spans: list[tuple[np.ndarray, np.ndarray]], words: list[bytes]) -> np.ndarray:
+        """:meth:`looks_like` of every (span, word) pair at once, ANDed: three (rows x words) lookups."""
+        start = np.stack([a for a, _ in spans], axis=1)
+        end = np.stack([z for _, z in spans], axis=1)
+        size = np.array([len(w) for w in words])
+        first = np.array([w[0] for w in words], dtype=np.uint8)
+        last = np.array([w[-1] for w in words], dtype=np.uint8)
+        return (((end - start) == size) & (self.arr[np.minimum(start, self.n)] == first)
+                & (self.arr[np.maximum(end - 1, 0)] == last)).all(axis=1)
 
     def equals(self, start: np.ndarray, end: np.ndarray, word: bytes) -> np.ndarray:
         ok = (end - start) == len(word)
@@ -112,8 +148,6 @@ class Chunk:
         return value, ok
 
 
-#: Spaces read per COLL body: one more than the longest layout has, to tell "too many tokens".
-_WINDOW = max(LAYOUTS) + 1
 
 
 def coll_fields(ch: Chunk, marks: np.ndarray) -> tuple[dict[str, np.ndarray], np.ndarray]:
@@ -141,9 +175,8 @@ def coll_fields(ch: Chunk, marks: np.ndarray) -> tuple[dict[str, np.ndarray], np
     # instead of a random lookup per token.
     k1 = np.searchsorted(ch.sp, marks)
     last = max(len(ch.sp) - 1, 0)
-    spaces = ch.sp[np.minimum((k1 + 2)[:, None] + np.arange(_WINDOW), last)] if len(ch.sp) else np.zeros(
-        (n, _WINDOW), dtype=np.int64)
-    inside = (spaces < end[:, None]) & ((k1 + 2)[:, None] + np.arange(_WINDOW) <= last)
+    spaces = ch._sp_windows[k1 + 2]  # padding lies past every line end: never inside
+    inside = spaces < end[:, None]
     nsp = inside.sum(axis=1)
     ntok = nsp + 1
     cols = {name: np.zeros(n, dtype=np.int64) for name in ("count", "dt", "root", "nranks", "grank")}
@@ -164,12 +197,11 @@ def coll_fields(ch: Chunk, marks: np.ndarray) -> tuple[dict[str, np.ndarray], np
 
         # Layout = token count plus every keyword in place (length, first and last byte: the words of the
         # format string differ in those, and numbers are checked digit by digit below).
-        good = ch.looks_like(*tok(1), b"sendbuff") & ch.looks_like(*tok(3), b"recvbuff")
-        if shift:
-            good &= ch.looks_like(*tok(5), b"acc")
-        for k, word in ((5, b"count"), (7, b"datatype"), (9, b"op"), (11, b"root"), (13, b"comm"),
-                        (16, b"stream")):
-            good &= ch.looks_like(*tok(k + shift), word)
+        words = [(1, b"sendbuff"), (3, b"recvbuff"), *([(5, b"acc")] if shift else []),
+                 *((k + shift, w) for k, w in ((5, b"count"), (7, b"datatype"), (9, b"op"), (11, b"root"),
+                                               (13, b"comm"), (16, b"stream"))),
+                 *([(18 + shift, b"task"), (20 + shift, b"globalrank")] if rccl else [])]
+        good = ch.all_look_like([tok(k) for k, _ in words], [w for _, w in words])
         for name, k, width in (("count", 6, 18), ("dt", 8, 4), ("root", 12, 9)):
             value, valid = ch.decimal(*tok(k + shift), width)
             cols[name][rows] = value
@@ -186,7 +218,6 @@ def coll_fields(ch: Chunk, marks: np.ndarray) -> tuple[dict[str, np.ndarray], np
         good &= ch.looks_like(s, s + 2, b"0x")
         comm_start[rows], comm_end[rows] = s + 2, e2
         if rccl:
-            good &= ch.looks_like(*tok(18 + shift), b"task") & ch.looks_like(*tok(20 + shift), b"globalrank")
             value, valid = ch.decimal(*tok(21 + shift), 9)
             cols["grank"][rows] = value
             good &= valid
@@ -280,14 +311,22 @@ def distinct_tokens(ch: Chunk, start: np.ndarray, end: np.ndarray, max_width: in
     per row); longer ones, or ones holding a NUL byte (numpy strings drop trailing NULs), are sliced one by one.
     """
     length = np.maximum(end - start, 0)
-    width = int(length.max(initial=0))
+    width = -(-int(length.max(initial=0)) // 8) * 8  # whole 8-byte words
     if 0 < width <= max_width:
         mat = ch.gather(start, width)
         outside = np.arange(width) >= length[:, None]
         if not ((mat == 0) & ~outside).any():
             mat[outside] = 0
-            codes, uniq = np.unique(mat.view(f"S{width}").ravel(), return_inverse=True)[::-1]
-            return codes.ravel(), uniq.tolist()
+            # Hash-factorize the tokens 8 bytes at a time (pandas' hash table, no sort, no object per row).
+            words = mat.view(np.uint64)
+            codes = pd.factorize(words[:, 0])[0]
+            for j in range(1, words.shape[1]):
+                more = pd.factorize(words[:, j])[0]
+                codes = pd.factorize(codes * (int(more.max()) + 1) + more)[0]
+            first = np.zeros(int(codes.max()) + 1, dtype=np.int64)
+            first[codes[::-1]] = np.arange(len(codes) - 1, -1, -1)
+            uniq = [mat[i, : length[i]].tobytes() for i in first.tolist()]
+            return codes, uniq
     buf = ch.buf
     tokens = [buf[a:z] for a, z in zip(start.tolist(), end.tolist(), strict=True)]
     codes, uniq = pd.factorize(np.array(tokens, dtype=object))

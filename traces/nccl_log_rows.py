@@ -75,6 +75,7 @@ def build_rows(lines: pd.DataFrame) -> pd.DataFrame:
     """
     df = lines.sort_values(["inst", "pos"], kind="stable").reset_index(drop=True)
     run, grouped = _runs(df)
+    df = df.drop(columns=["opc"])  # only the runs need it: one column less to carry through the takes
     df["run"] = run
     df["group"] = -1
     df["fold"] = -1  # index into the folded groups' split_bytes (built once, for the final rows only)

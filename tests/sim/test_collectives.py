@@ -271,12 +271,25 @@ def test_even_alltoall_gather_scatter_sendrecv():
 # --- sizes, channels, empty plans, bad input ---------------------------------------------------------------
 
 def test_small_messages_use_few_channels_and_one_chunk():
-    small = plan_collective("AllReduce", 64 * 1024, range(8), algo="ring", proto="Simple")
+    small = plan_collective("AllReduce", 64 * 1024, range(8), algo="ring", proto="Simple", merge_nvlink_channels=False)
     assert small.channel.max() + 1 == 2 and small.chunk.max() == 0
-    big = plan_collective("AllReduce", 1 << 30, range(8), algo="ring", proto="Simple")
+    big = plan_collective("AllReduce", 1 << 30, range(8), algo="ring", proto="Simple", merge_nvlink_channels=False)
     assert big.channel.max() + 1 == tuning.DEFAULT_MAX_CHANNELS
     assert big.chunk.max() + 1 == tuning.DEFAULT_MAX_CHUNKS
     assert len(big) == 8 * 14 * 8 * 4
+    merged = plan_collective("AllReduce", 1 << 30, range(8), algo="ring", proto="Simple")
+    assert merged.channel.max() == 0 and merged.total_bytes == big.total_bytes
+
+
+def test_merged_nvlink_channels_give_the_same_per_rank_bytes():
+    kw = dict(algo="ring", proto="Simple", server_of=[0] * 8)
+    for op in ("AllReduce", "AllGather", "ReduceScatter"):
+        split = plan_collective(op, 1 << 24, range(8), merge_nvlink_channels=False, **kw)
+        merged = plan_collective(op, 1 << 24, range(8), **kw)
+        sent = lambda p: np.bincount(p.src, weights=p.bytes, minlength=8)  # noqa: E731
+        got = lambda p: np.bincount(p.dst, weights=p.bytes, minlength=8)  # noqa: E731
+        np.testing.assert_allclose(sent(merged), sent(split))
+        np.testing.assert_allclose(got(merged), got(split))
 
 
 @pytest.mark.parametrize("op", ["AllReduce", "AllGather", "ReduceScatter", "Broadcast", "Reduce",
@@ -340,11 +353,11 @@ def test_bad_input_raises_sim_error():
 def test_transfer_budget_shrinks_chunks_then_channels():
     per_channel_chunk = 30 * 16  # 2(n-1) steps x n ranks
     plan = plan_collective("AllReduce", 1 << 30, range(16), algo="ring", proto="Simple",
-                           max_transfers=2 * per_channel_chunk)
+                           max_transfers=2 * per_channel_chunk, merge_nvlink_channels=False)
     assert plan.channel.max() + 1 == 2 and plan.chunk.max() == 0 and len(plan) == 2 * per_channel_chunk
     assert plan.total_bytes == pytest.approx(2 * 15 / 16 * 2**30 * 16)
     roomy = plan_collective("AllReduce", 1 << 30, range(16), algo="ring", proto="Simple",
-                            max_transfers=8 * 3 * per_channel_chunk)
+                            max_transfers=8 * 3 * per_channel_chunk, merge_nvlink_channels=False)
     assert roomy.channel.max() + 1 == 8 and roomy.chunk.max() + 1 == 3
     forced = plan_collective("AllReduce", 1 << 30, range(16), algo="ring", nchannels=4, max_transfers=10)
     assert forced.channel.max() + 1 == 4 and forced.chunk.max() == 0  # explicit channels are kept

@@ -384,3 +384,15 @@ def test_bad_flows_are_rejected():
         net.advance(0.5)
     with pytest.raises(SimError, match="bin_s"):
         net.binned_link_bytes()
+
+
+def test_track_busy_off_changes_nothing_else():
+    caps = np.array([100.0, 50.0])
+    ptr, idx, size = np.array([0, 2, 3]), np.array([0, 1, 0]), np.array([80.0, 40.0])
+    on, off = FlowNetwork(caps), FlowNetwork(caps, track_busy=False)
+    for net in (on, off):
+        net.add_flows(0.0, ptr, idx, size)
+        net.advance(10.0)
+    np.testing.assert_array_equal(on.finish_s, off.finish_s)
+    np.testing.assert_array_equal(on.link_bytes, off.link_bytes)
+    assert on.busy_above_90_s.max() > 0 and not off.busy_above_90_s.any()
