@@ -20,7 +20,7 @@ from traces.schema import ARROW_SCHEMA, METADATA_KEY, SCHEMA_VERSION, TraceError
 
 #: One line per built-in trace: what it holds. The file itself is ``traces/data/<name>``.
 BUILTIN_DESCRIPTIONS: dict[str, str] = {
-    "ds_v3.parquet": "DeepSeek-V3 serving (SGLang), 4 servers x 8 GPUs: DP-attention TP8 + EP32 all-to-all across servers",
+    "ds_v3.parquet": "DeepSeek-V3 serving (SGLang), 4 servers x 8 GPUs: DP-attention TP8 + EP32 all-to-all across servers (first 8 of 61 blocks)",
     "ds_v3_tp16.parquet": "DeepSeek-V3 reference engine, TP16 on 2 servers x 8 GPUs: 181 AllReduce per forward",
     "llama3_70b_train.parquet": "Llama-3 70B training step, Megatron TP8/PP4/DP2, 1F1B (AllReduce, Send/Recv)",
 }

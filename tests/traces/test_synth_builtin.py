@@ -51,7 +51,9 @@ def test_ds_v3_is_expert_parallel_across_four_servers():
     assert meta["comms"]["ep"] == list(range(32))
     assert {"AllToAll", "AllGather", "ReduceScatter", "AllReduce"} <= set(df["op"])
     collectives = df.groupby(["comm", "seq"]).ngroups
-    assert 1000 <= collectives <= 2500
+    # size budget of the main job: the built-in keeps the first 8 of 61 blocks (said in the metadata)
+    assert 100 <= collectives <= 2500
+    assert any("first 8 of 61 layers" in note for note in meta["notes"])
     a2a = df[df["op"] == "AllToAll"]
     m = np.zeros((32, 32), dtype=np.int64)
     for rank, split in zip(a2a["rank"], a2a["split_bytes"], strict=True):
