@@ -287,7 +287,8 @@ class Bandwidth:
     Attributes
     ----------
     table : pandas.DataFrame
-        ``t_s`` (window start), ``bytes_per_s``, ``bytes``, ``rows``, ``window_s``; every window from the
+        ``t_s`` (window start), ``bytes_per_s``, ``bytes``, ``rows``, ``window_s`` (and ``window``, its SPEC
+        §7 name); every window from the
         origin to the last issue, empty ones included (they are part of the mean).
     window_s : float
         Window length.
@@ -360,6 +361,7 @@ def _series(times_s: np.ndarray, sizes: np.ndarray, origin: float, window_s: flo
         "bytes": total,
         "rows": rows,
         "window_s": np.full(n, window_s),
+        "window": np.full(n, window_s),  # SPEC §7's name for the same column (seconds)
     })
 
 

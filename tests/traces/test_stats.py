@@ -204,3 +204,10 @@ def test_empty_trace_gives_empty_tables():
     df.attrs["collsim"] = new_metadata(1, {}, "test")
     assert stats.op_counts(df).empty and stats.size_stats(df).empty and stats.size_histogram(df).empty
     assert stats.comm_summary(df).empty and stats.bandwidth_over_time(df).table.empty
+
+
+def test_bandwidth_table_has_the_spec_columns():
+    rows = _collective("c", [0, 1], 0, "AllReduce", 250, t=0.0) + _collective("c", [0, 1], 1, "AllReduce", 250, t=1.2)
+    table = stats.bandwidth_over_time(_trace(rows, {"c": [0, 1]}, 2), window_s=1.0).table
+    assert {"t_s", "bytes_per_s", "window"} <= set(table.columns)  # SPEC §7 bandwidth.csv
+    assert table["window"].tolist() == [1.0, 1.0] and table["bytes"].sum() == 4 * 1000
