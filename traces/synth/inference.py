@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 import pickle
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -34,7 +34,14 @@ from traces.synth.builder import TraceBuilder
 from traces.synth.compute import ComputeModel, attention_flops, get_gpu, mlp_flops
 from traces.synth.models import ModelSpec
 from traces.synth.router import Router, copies_matrix
-from traces.synth.workload import Batch, Step, continuous_batching, make_requests, static_batching
+from traces.synth.workload import (
+    Batch,
+    Step,
+    continuous_batching,
+    make_requests,
+    plan_from_options,
+    static_batching,
+)
 
 ENGINES: tuple[str, ...] = ("reference", "vllm", "sglang")
 
@@ -71,11 +78,7 @@ class InferencePlan:
     @classmethod
     def from_options(cls, options: dict) -> InferencePlan:
         """Build a plan from keyword options, rejecting unknown names with one line."""
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(options) - known)
-        if unknown:
-            raise TraceError(f"unknown inference option(s): {', '.join(unknown)} (known: {', '.join(sorted(known))})")
-        return cls(**options)
+        return plan_from_options(cls, options, "inference")
 
 
 def _ctx(phase: str, step: int, layer: int | None, site: str) -> str:

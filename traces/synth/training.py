@@ -30,7 +30,7 @@ Per micro-batch and layer (``b`` micro-batch size, ``s`` sequence length, ``h`` 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -40,6 +40,7 @@ from traces.synth.builder import TraceBuilder
 from traces.synth.compute import ComputeModel, get_gpu
 from traces.synth.models import ModelSpec
 from traces.synth.router import Router, copies_matrix
+from traces.synth.workload import plan_from_options
 
 
 @dataclass(frozen=True)
@@ -70,11 +71,7 @@ class TrainingPlan:
     @classmethod
     def from_options(cls, options: dict) -> TrainingPlan:
         """Build a plan from keyword options, rejecting unknown names with one line."""
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(options) - known)
-        if unknown:
-            raise TraceError(f"unknown training option(s): {', '.join(unknown)} (known: {', '.join(sorted(known))})")
-        return cls(**options)
+        return plan_from_options(cls, options, "training")
 
 
 def padded_vocab(spec: ModelSpec, tp: int, multiple: int = 128) -> int:

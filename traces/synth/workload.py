@@ -16,7 +16,7 @@ decode forwards.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 import numpy as np
 
@@ -243,3 +243,18 @@ def static_batching(reqs: Requests, max_batch: int, step_time_s: Callable[[Step]
             clock += step_time_s(step)
             prev = cur
     return steps
+
+
+def plan_from_options(cls, options: dict, what: str):
+    """Build the plan dataclass ``cls`` from keyword options, rejecting unknown names with one line.
+
+    Raises
+    ------
+    TraceError
+        Naming the unknown option(s) and listing the known ones.
+    """
+    known = {f.name for f in fields(cls)}
+    unknown = sorted(set(options) - known)
+    if unknown:
+        raise TraceError(f"unknown {what} option(s): {', '.join(unknown)} (known: {', '.join(sorted(known))})")
+    return cls(**options)
