@@ -87,18 +87,22 @@ def read_trace(path_or_name: str | Path) -> pd.DataFrame:
     except (pa.ArrowInvalid, OSError) as exc:
         raise TraceError(f"{path}: not a readable Parquet trace ({exc})") from None
     raw_meta = (table.schema.metadata or {}).get(METADATA_KEY.encode())
-    meta: dict[str, Any] = {}
-    if raw_meta is not None:
-        try:
-            meta = json.loads(raw_meta)
-        except json.JSONDecodeError as exc:
-            raise TraceError(f"{path}: metadata key '{METADATA_KEY}' is not JSON ({exc})") from None
-        version = meta.get("schema_version")
-        if version != SCHEMA_VERSION:
-            raise TraceError(f"{path}: schema_version {version!r} is not supported (expected {SCHEMA_VERSION})")
+    if raw_meta is None:
+        # world size, servers and communicators cannot be guessed honestly from the rows alone
+        raise TraceError(f"{path}: Parquet file has no '{METADATA_KEY}' metadata (SPEC §3); write traces with "
+                         "traces.write_trace or simrun ingest/synth")
+    try:
+        meta: dict[str, Any] = json.loads(raw_meta)
+    except json.JSONDecodeError as exc:
+        raise TraceError(f"{path}: metadata key '{METADATA_KEY}' is not JSON ({exc})") from None
+    if not isinstance(meta, dict):
+        raise TraceError(f"{path}: metadata key '{METADATA_KEY}' is not a JSON object")
+    version = meta.get("schema_version")
+    if version != SCHEMA_VERSION:
+        raise TraceError(f"{path}: schema_version {version!r} is not supported (expected {SCHEMA_VERSION})")
     df = table.to_pandas()
     try:
-        return validate(normalize(df, meta or None))
+        return validate(normalize(df, meta))
     except TraceError as exc:
         raise TraceError(f"{path}: {exc}") from None
 

@@ -126,3 +126,13 @@ def test_empty_trace_round_trips(tmp_path):
     df.attrs["collsim"] = new_metadata(0, {}, "test")
     back = read_trace(write_trace(df, tmp_path / "e.parquet"))
     assert back.empty and tuple(back.columns) == ALL_COLUMNS
+
+
+def test_parquet_without_metadata_is_a_clear_error(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    bare = tmp_path / "bare.parquet"
+    pq.write_table(pa.Table.from_pandas(validate(_frame([_row()])).drop(columns=["split_bytes"])), bare)
+    with pytest.raises(TraceError, match="bare.parquet.*no 'collsim' metadata"):
+        read_trace(bare)
