@@ -235,74 +235,151 @@ class LinkStats:
     def __init__(self, capacity_bytes_per_s: np.ndarray, bin_s: float | None = None, max_bins: int = 256):
         self.cap = np.asarray(capacity_bytes_per_s, dtype=np.float64)
         n = len(self.cap)
-        self.total = np.zeros(n)
-        self.peak_rate = np.zeros(n)
-        self.busy90_s = np.zeros(n)
+        self._total = np.zeros(n)
+        self._peak_rate = np.zeros(n)
+        self._busy90_s = np.zeros(n)
         self.fixed = bin_s is not None
-        self.width_s = float(bin_s) if bin_s is not None else 1e-6
+        self._width_s = float(bin_s) if bin_s is not None else 1e-6
         self.max_bins = max_bins
-        self.bins = np.zeros((64 if self.fixed else max_bins, n))
+        self._bins = np.zeros((64 if self.fixed else max_bins, n))
+        self._hot_rate = 0.9 * self.cap * (1 - 1e-9)
+        # dense segments waiting to be reduced (``add_dense``): one row of per-link bytes per segment,
+        # reduced a block at a time (bounded to ~16 MB on big fabrics)
+        self._seg_rows = max(1, min(256, (1 << 21) // max(n, 1)))
+        self._seg_bytes = np.zeros((self._seg_rows, n))
+        self._seg_ab = np.zeros((self._seg_rows, 2))
+        self._segs = 0
+
+    # The public arrays reduce the waiting segments first, so readers never see a partial sum.
+    @property
+    def total(self) -> np.ndarray:
+        self.flush()
+        return self._total
+
+    @property
+    def peak_rate(self) -> np.ndarray:
+        self.flush()
+        return self._peak_rate
+
+    @property
+    def busy90_s(self) -> np.ndarray:
+        self.flush()
+        return self._busy90_s
+
+    @property
+    def bins(self) -> np.ndarray:
+        self.flush()
+        return self._bins
+
+    @property
+    def width_s(self) -> float:
+        self.flush()
+        return self._width_s
 
     def add(self, a: float, b: float, idx: np.ndarray, vals: np.ndarray) -> None:
         """Record that links ``idx`` (distinct) moved ``vals`` bytes at constant rates over ``[a, b)``."""
         if b <= a or len(idx) == 0:
             return
-        self.total[idx] += vals
+        self.flush()
+        self._total[idx] += vals
         if b - a > _MIN_SEGMENT_REL * abs(b):  # rates of float-rounding slivers mean nothing
             rate = vals / (b - a)
-            self.peak_rate[idx] = np.maximum(self.peak_rate[idx], rate)
-            hot = rate >= 0.9 * self.cap[idx] * (1 - 1e-9)
+            self._peak_rate[idx] = np.maximum(self._peak_rate[idx], rate)
+            hot = rate >= self._hot_rate[idx]
             if hot.any():
-                self.busy90_s[idx[hot]] += b - a
+                self._busy90_s[idx[hot]] += b - a
         self._bin(a, b, idx, vals)
+
+    def dense_row(self, a: float, b: float) -> np.ndarray | None:
+        """A row to write the per-link bytes of segment ``[a, b)`` into (every link; only the positive
+        entries count, as in :meth:`add`); None for an empty interval. Reduced in blocks by :meth:`flush`:
+        one set of numpy calls per block of segments instead of per network event."""
+        if b <= a:
+            return None
+        if self._segs == self._seg_rows:
+            self.flush()
+        k = self._segs
+        self._seg_ab[k, 0] = a
+        self._seg_ab[k, 1] = b
+        self._segs = k + 1
+        return self._seg_bytes[k]
+
+    def flush(self) -> None:
+        """Reduce the waiting dense segments (same sums as :meth:`add` per segment, to float rounding)."""
+        k = self._segs
+        if not k:
+            return
+        self._segs = 0
+        vals = np.maximum(self._seg_bytes[:k], 0.0)
+        a, b = self._seg_ab[:k, 0], self._seg_ab[:k, 1]
+        self._total += vals.sum(axis=0)
+        dt = b - a
+        real = dt > _MIN_SEGMENT_REL * np.abs(b)   # rates of float-rounding slivers mean nothing
+        if real.any():
+            rate = vals[real] / dt[real, None]
+            np.maximum(self._peak_rate, rate.max(axis=0), out=self._peak_rate)
+            self._busy90_s += dt[real] @ (rate >= self._hot_rate)
+        self._grow_to(float(b.max()))
+        w = self._width_s
+        k0 = (a // w).astype(np.int64)
+        k1 = np.minimum(np.ceil(b / w).astype(np.int64) - 1, len(self._bins) - 1)
+        single = k1 <= k0
+        np.add.at(self._bins, k0[single], vals[single])
+        for i in np.flatnonzero(~single).tolist():
+            edges = np.arange(k0[i], k1[i] + 2) * w
+            overlap = np.minimum(edges[1:], b[i]) - np.maximum(edges[:-1], a[i])
+            frac = np.clip(overlap, 0.0, None) / (b[i] - a[i])
+            self._bins[k0[i]: k1[i] + 1] += frac[:, None] * vals[i][None, :]
 
     def _bin(self, a: float, b: float, idx: np.ndarray, vals: np.ndarray) -> None:
         self._grow_to(b)
-        w = self.width_s
+        w = self._width_s
         k0 = int(a // w)
-        k1 = min(int(math.ceil(b / w)) - 1, len(self.bins) - 1)
+        k1 = min(int(math.ceil(b / w)) - 1, len(self._bins) - 1)
         if k1 <= k0:
-            self.bins[k0, idx] += vals
+            self._bins[k0, idx] += vals
             return
         edges = np.arange(k0, k1 + 2) * w
         overlap = np.minimum(edges[1:], b) - np.maximum(edges[:-1], a)
         frac = np.clip(overlap, 0.0, None) / (b - a)
-        self.bins[k0 : k1 + 1, idx] += frac[:, None] * vals[None, :]
+        self._bins[k0 : k1 + 1, idx] += frac[:, None] * vals[None, :]
 
     def add_record(self, t: float, rec: Record) -> None:
         """Add a recorded op's link statistics, shifted to start at ``t`` (vectorised over segments)."""
         if len(rec.seg_a) == 0:
             return
-        self.total[rec.link_idx] += rec.link_bytes
-        self.peak_rate[rec.link_idx] = np.maximum(self.peak_rate[rec.link_idx], rec.link_peak_rate)
-        self.busy90_s[rec.link_idx] += rec.link_busy90_s
+        self.flush()
+        self._total[rec.link_idx] += rec.link_bytes
+        self._peak_rate[rec.link_idx] = np.maximum(self._peak_rate[rec.link_idx], rec.link_peak_rate)
+        self._busy90_s[rec.link_idx] += rec.link_busy90_s
         a, b = rec.seg_a + t, rec.seg_b + t
         self._grow_to(float(b.max()))
-        w = self.width_s
+        w = self._width_s
         k0 = (a // w).astype(np.int64)
         k1 = np.maximum(np.ceil(b / w).astype(np.int64) - 1, k0)
         single = k0 == k1
         lengths = np.diff(rec.seg_ptr)
         inc_single = np.repeat(single, lengths)
-        np.add.at(self.bins, (np.repeat(k0, lengths)[inc_single], rec.seg_idx[inc_single]),
+        np.add.at(self._bins, (np.repeat(k0, lengths)[inc_single], rec.seg_idx[inc_single]),
                   rec.seg_vals[inc_single])
         for i in np.flatnonzero(~single).tolist():
             lo, hi = rec.seg_ptr[i], rec.seg_ptr[i + 1]
             self._bin(float(a[i]), float(b[i]), rec.seg_idx[lo:hi], rec.seg_vals[lo:hi])
 
     def _grow_to(self, t: float) -> None:
-        while t > len(self.bins) * self.width_s * (1 + 1e-12):
+        while t > len(self._bins) * self._width_s * (1 + 1e-12):
             if self.fixed:
-                self.bins = np.concatenate([self.bins, np.zeros_like(self.bins)])
+                self._bins = np.concatenate([self._bins, np.zeros_like(self._bins)])
             else:  # double the width: merge pairs of bins (exact)
-                half = self.bins.reshape(len(self.bins) // 2, 2, -1).sum(axis=1)
-                self.bins = np.concatenate([half, np.zeros_like(half)])
-                self.width_s *= 2
+                half = self._bins.reshape(len(self._bins) // 2, 2, -1).sum(axis=1)
+                self._bins = np.concatenate([half, np.zeros_like(half)])
+                self._width_s *= 2
 
     def binned(self, end_s: float) -> tuple[float, np.ndarray]:
         """Bin width and the bins covering ``[0, end_s)`` (bytes per bin per link)."""
-        n = max(1, min(len(self.bins), int(math.ceil(end_s / self.width_s - 1e-9))))
-        return self.width_s, self.bins[:n]
+        self.flush()
+        n = max(1, min(len(self._bins), int(math.ceil(end_s / self._width_s - 1e-9))))
+        return self._width_s, self._bins[:n]
 
 
 @dataclass
@@ -335,6 +412,7 @@ class _OpRun:
     subs_left: np.ndarray
     transfers_left: int
     t_last: float = 0.0
+    one_sub: bool = False   # every transfer is one sub-flow: a batch of distinct sub-flows ends distinct transfers
 
 
 @dataclass(frozen=True)
@@ -483,6 +561,7 @@ class Engine:
         self.f_start = _Grow(np.float64, np.nan)
         self.f_sent = _Grow(np.float64, np.nan)
         self.f_end = _Grow(np.float64, np.nan)
+        self.f_lat = _Grow(np.float64, np.nan)   # path latency of each network flow (not in the log)
         self.net_active = 0
         self.last_t = 0.0
         self.last_bytes = np.zeros(len(self.stats.cap))
@@ -491,6 +570,7 @@ class Engine:
         self.inflight: dict[int, _InFlight] = {}
         self.link_users = np.zeros(len(self.stats.cap), dtype=np.int64)
         self.link_owner = np.full(len(self.stats.cap), -1, dtype=np.int64)  # a recording op's links
+        self.recording = 0   # ops in flight whose link bytes are being recorded (link_owner >= 0)
         self._footprints: dict[int, np.ndarray] = {}
         self.memo_hits = 0
         self.memo_records = 0
@@ -526,7 +606,8 @@ class Engine:
         prep = self.prepare(op)
         self.op_algo[op] = prep.algo
         n = prep.n_transfers
-        run = _OpRun(prep, t, prep.dep_count.copy(), np.diff(prep.sub_ptr).astype(np.int64), n, t)
+        subs_left = np.diff(prep.sub_ptr).astype(np.int64)
+        run = _OpRun(prep, t, prep.dep_count.copy(), subs_left, n, t, bool((subs_left == 1).all()))
         if n == 0:
             self._push(t, _FINISH, op)
             return
@@ -582,7 +663,7 @@ class Engine:
         if empty.any():  # nothing to send: done after the path latency
             self._completions(op_arr[empty], sub_arr[empty], now + lat[empty], now)
             keep = ~empty
-            op_arr, sub_arr, sizes, path = op_arr[keep], sub_arr[keep], sizes[keep], path[keep]
+            op_arr, sub_arr, sizes, path, lat = op_arr[keep], sub_arr[keep], sizes[keep], path[keep], lat[keep]
             if len(op_arr) == 0:
                 return
         link_ptr, link_idx = csr_take(self.paths.ptr, self.paths.links, path)
@@ -592,9 +673,11 @@ class Engine:
             self.last_t = now
         ids = np.asarray(self.net.add_flows(now, link_ptr, link_idx, sizes), dtype=np.int64)
         top = int(ids.max()) + 1
-        for g in (self.f_op, self.f_sub, self.f_path, self.f_bytes, self.f_start, self.f_sent, self.f_end):
+        for g in (self.f_op, self.f_sub, self.f_path, self.f_bytes, self.f_start, self.f_sent, self.f_end,
+                  self.f_lat):
             g.ensure(top)
         self.f_op.a[ids] = op_arr
+        self.f_lat.a[ids] = lat
         self.f_sub.a[ids] = sub_arr
         self.f_path.a[ids] = path
         self.f_bytes.a[ids] = sizes
@@ -641,7 +724,10 @@ class Engine:
 
     def _settle(self, op: int, run: _OpRun, tr: np.ndarray, t_last: float) -> None:
         """Count transfers (sub-flows ``tr``) as done by ``t_last``; end the op when none is left."""
-        if len(tr) == 1:
+        if run.one_sub:   # the sub-flows of a batch are distinct, so are their transfers: all end here
+            run.subs_left[tr] = 0
+            finished = tr
+        elif len(tr) == 1:
             run.subs_left[tr] -= 1
             finished = tr if run.subs_left[tr[0]] == 0 else tr[:0]
         else:
@@ -658,9 +744,13 @@ class Engine:
         run = self.runs[op]
         prep = run.prep
         tr = prep.sub_transfer[subs]
-        np.subtract.at(run.subs_left, tr, 1)
-        tr = np.unique(tr)
-        finished = tr[run.subs_left[tr] == 0]
+        if run.one_sub:   # distinct sub-flows of one-sub-flow transfers: each ends its transfer
+            run.subs_left[tr] = 0
+            finished = tr
+        else:
+            np.subtract.at(run.subs_left, tr, 1)
+            tr = np.unique(tr)
+            finished = tr[run.subs_left[tr] == 0]
         if len(finished) == 0:
             return
         run.transfers_left -= len(finished)
@@ -685,6 +775,7 @@ class Engine:
         if fl is not None:
             self.link_users[fl.footprint] -= 1
             if fl.rec is not None:
+                self.recording -= 1
                 self.link_owner[fl.footprint] = -1
                 if fl.rec.alive:
                     self._store(op, fl.rec, t)
@@ -713,33 +804,35 @@ class Engine:
             self.f_sent.a[done] = sent
             ops = self.f_op.a[done]
             subs = self.f_sub.a[done]
-            if (ops == ops[0]).all():
-                lat = self.runs[int(ops[0])].prep.sub_latency_s[subs]
-            else:
-                lat = np.empty(len(done))
-                for op in np.unique(ops).tolist():
-                    m = ops == op
-                    lat[m] = self.runs[op].prep.sub_latency_s[subs[m]]
-            end = sent + lat
+            end = sent + self.f_lat.a[done]
             self.f_end.a[done] = end
             self._completions(ops, subs, np.maximum(end, t), t)
 
     def _account(self, t: float) -> None:
         """Per-link bytes moved over ``[last_t, t)``: to the statistics and to recording ops."""
-        cur = np.array(self.net.link_bytes, dtype=np.float64)
-        delta = cur - self.last_bytes
-        self.last_bytes = cur
-        idx = np.flatnonzero(delta > 0)
-        if len(idx) == 0:
-            return
-        vals = delta[idx]
-        self.stats.add(self.last_t, t, idx, vals)
-        owners = self.link_owner[idx]
-        if (owners >= 0).any():
-            for op in np.unique(owners[owners >= 0]).tolist():
-                rec = self.inflight[op].rec
-                m = owners == op
-                rec.segments.append((self.last_t - rec.t0, t - rec.t0, idx[m], vals[m]))
+        # The statistics take the dense per-link delta and reduce it in blocks of events (LinkStats.flush)
+        cur = self.net.link_bytes
+        row = self.stats.dense_row(self.last_t, t)
+        if row is None:
+            delta = cur - self.last_bytes
+        else:
+            delta = np.subtract(cur, self.last_bytes, out=row)
+        if self.recording:
+            owners = self.link_owner
+            idx = np.flatnonzero((delta > 0) & (owners >= 0))
+            if len(idx):
+                vals = delta[idx]
+                owners = owners[idx]
+                a, b = self.last_t, t
+                if (owners == owners[0]).all():
+                    rec = self.inflight[int(owners[0])].rec
+                    rec.segments.append((a - rec.t0, b - rec.t0, idx, vals))
+                else:
+                    for op in np.unique(owners).tolist():
+                        rec = self.inflight[op].rec
+                        m = owners == op
+                        rec.segments.append((a - rec.t0, b - rec.t0, idx[m], vals[m]))
+        np.copyto(self.last_bytes, cur)
 
     # -- memoisation --------------------------------------------------------------------------------
     def _footprint(self, prep: PreparedOp) -> np.ndarray:
@@ -778,6 +871,7 @@ class Engine:
             self.inflight[op] = _InFlight(fp, False, rec)
             self.link_users[fp] += 1
             if rec is not None:
+                self.recording += 1
                 self.link_owner[fp] = op
             self._launch(op, t)
 
@@ -850,6 +944,7 @@ class Engine:
                         self._start_batch(t)
             self._flush(t)
         self._check_complete()
+        self.stats.flush()
         n = self.n_flows
         makespan = float(np.nanmax(self.op_end)) if w.n_ops and not np.all(np.isnan(self.op_end)) else 0.0
         return EngineLog(

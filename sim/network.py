@@ -111,45 +111,47 @@ def max_min_rates(flow_ptr: np.ndarray, link_idx: np.ndarray, capacity: np.ndarr
     if capacity.size > 4096 and 4 * link_idx.size < capacity.size:
         # a big fabric and few links in use: number them 0..m-1 so that per-link arrays stay small (on
         # small fabrics the sort costs more than it saves)
-        used, link_idx = np.unique(link_idx, return_inverse=True)
-        residual = np.array(capacity, dtype=np.float64)[used]
+        used, lk = np.unique(link_idx, return_inverse=True)
+        cap = np.asarray(capacity, dtype=np.float64)[used]
     else:
-        residual = np.array(capacity, dtype=np.float64)
-    num_links = residual.size
-    deg = flow_ptr[1:] - flow_ptr[:-1]
-    rates = np.empty(deg.size)
-    flows = np.arange(deg.size)          # original index of each flow still rising
+        lk = link_idx.copy()
+        cap = np.asarray(capacity, dtype=np.float64)
+    # Frozen flows are not compacted away (a handful of flows per solve: the per-call overhead of
+    # rebuilding the CSR outweighs the work it saves); their incidences move to a sentinel link ``m``
+    # of infinite capacity that always counts as blocked, so they never freeze twice.
+    m = cap.size
+    residual = np.empty(m + 1)
+    residual[:m] = cap
+    residual[m] = np.inf
+    n = flow_ptr.size - 1
     starts = flow_ptr[:-1] - flow_ptr[0]
-    inc_flow = np.repeat(np.arange(deg.size), deg)
+    inc_flow = np.repeat(np.arange(n), flow_ptr[1:] - flow_ptr[:-1])
+    rates = np.empty(n)
+    sentinel_blocked = np.zeros(m + 1, dtype=bool)
+    sentinel_blocked[m] = True
+    left = n
     iterations = 0
     up = 1.0 + _SHARE_RTOL
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore"):   # links no flow uses: 0 / 0, never read
         while True:
             iterations += 1
-            share = residual / np.bincount(link_idx, minlength=num_links)
-            inc_share = share[link_idx]
+            inc_share = (residual / np.bincount(lk, minlength=m + 1))[lk]
             flow_min = np.minimum.reduceat(inc_share, starts)     # each flow's tightest link
             # A link is a local bottleneck when its share is the smallest on every flow crossing it; then
             # all those flows saturate it together at that share (the global minimum always qualifies).
-            blocked = np.zeros(num_links, dtype=bool)
-            blocked[link_idx[(flow_min * up)[inc_flow] < inc_share]] = True
-            frozen = np.zeros(flows.size, dtype=bool)
-            frozen[inc_flow[~blocked[link_idx]]] = True
+            blocked = sentinel_blocked.copy()
+            blocked[lk[(flow_min * up)[inc_flow] < inc_share]] = True
+            frozen = ~np.logical_and.reduceat(blocked[lk], starts)   # crosses a local bottleneck
             # A frozen flow gets its own minimum (<= every share on its path), so no link overflows even
             # when several near-equal bottlenecks freeze in the same pass.
-            rates[flows[frozen]] = flow_min[frozen]
-            if frozen.all():
+            given = flow_min[frozen]
+            rates[frozen] = given
+            left -= given.size
+            if not left:
                 break
-            given = np.where(frozen, flow_min, 0.0)
-            residual -= np.bincount(link_idx, weights=given[inc_flow], minlength=num_links)
+            residual -= np.bincount(lk, weights=np.where(frozen, flow_min, 0.0)[inc_flow], minlength=m + 1)
             np.maximum(residual, 0.0, out=residual)
-            keep = ~frozen
-            flows = flows[keep]
-            link_idx = link_idx[keep[inc_flow]]
-            deg = deg[keep]
-            ends = np.cumsum(deg)
-            starts = ends - deg
-            inc_flow = np.repeat(np.arange(deg.size), deg)
+            lk[frozen[inc_flow]] = m
     return rates, iterations
 
 
@@ -252,6 +254,10 @@ class FlowNetwork:
         self._flinks = _Buffer(np.int64)
         # flows in flight and per-link state of them
         self._active = _NO_IDS
+        # the links of the flows in flight, in the order of _active (CSR without the pointer: a step and
+        # a re-solve select rows with one repeat of a mask instead of gathering ranges of _flinks)
+        self._act_links = _NO_IDS
+        self._act_deg = _NO_IDS
         self._count = np.zeros(self.num_links, dtype=np.int64)
         self._load = np.zeros(self.num_links)
         self._theta = math.inf                  # rates below this survive the next re-solve
@@ -387,6 +393,7 @@ class FlowNetwork:
                 return ids
             pos, lptr = _gather_ranges(self._fptr, new)
             new_links = self._flinks.data[pos]
+            deg = deg[~instant]
         else:
             new = ids
         count = self._count
@@ -395,6 +402,8 @@ class FlowNetwork:
         bound = float((self.capacity[new_links] / count[new_links]).min())
         self._theta = min(self._theta, bound)
         self._active = np.concatenate([self._active, new])
+        self._act_links = np.concatenate([self._act_links, new_links])
+        self._act_deg = np.concatenate([self._act_deg, deg])
         self.peak_active = max(self.peak_active, self._active.size)
         self._dirty = True
         return ids
@@ -496,21 +505,32 @@ class FlowNetwork:
         if not act.size:
             self._next_s = math.inf
             return
-        cand = act[self._rate[act] >= theta * (1.0 - 1e-9)] if theta < math.inf else act
-        if cand.size:
-            self._resolve(cand)
+        if theta < math.inf:
+            cand = self._rate[act] >= theta * (1.0 - 1e-9)
+            if cand.all():
+                self._resolve(None)
+            elif cand.any():
+                self._resolve(cand)
+        else:
+            self._resolve(None)
         np.maximum(self.peak_utilization, self._load / self.capacity, out=self.peak_utilization)
         pred = self._pred[act]
         k = int(self.completion_quantile * pred.size)
         self._next_s = float(np.partition(pred, k)[k]) if k else float(pred.min())
 
-    def _resolve(self, cand: np.ndarray) -> None:
-        """Max-min rates of flows ``cand`` on the capacity the other flows leave; update their state."""
+    def _resolve(self, mask: np.ndarray | None) -> None:
+        """Max-min rates of the flows in flight selected by ``mask`` (None: all of them) on the capacity
+        the other flows leave; update their state."""
         rate = self._rate
-        everyone = cand.size == self._active.size
-        pos, lptr = _gather_ranges(self._fptr, cand)
-        links = self._flinks.data[pos]
-        deg = lptr[1:] - lptr[:-1]
+        everyone = mask is None
+        if everyone:
+            cand, links, deg = self._active, self._act_links, self._act_deg
+        else:
+            cand = self._active[mask]
+            links = self._act_links[np.repeat(mask, self._act_deg)]
+            deg = self._act_deg[mask]
+        lptr = np.zeros(deg.size + 1, dtype=np.int64)
+        np.cumsum(deg, out=lptr[1:])
         old = rate[cand]
         old_known = np.where(old < math.inf, old, 0.0)
         if everyone:   # a full solve also clears any drift of the incremental load
@@ -521,7 +541,7 @@ class FlowNetwork:
         new, iters = max_min_rates(lptr, links, residual)
         if not everyone and not (new > 0.0).all():
             # Only float rounding at an exact tie can starve a flow here; a full solve is always safe.
-            self._resolve(self._active)
+            self._resolve(None)
             return
         new_load = np.bincount(links, weights=new.repeat(deg), minlength=self.num_links)
         if everyone:
@@ -561,28 +581,32 @@ class FlowNetwork:
             return _NO_IDS
         fin = act[fin_mask]
         fin_pred = pred[fin_mask]
-        pos, lptr = _gather_ranges(self._fptr, fin)
-        links = self._flinks.data[pos]
-        deg = lptr[1:] - lptr[:-1]
+        inc_fin = np.repeat(fin_mask, self._act_deg)
+        links = self._act_links[inc_fin]
+        deg = self._act_deg[fin_mask]
         fin_rate = self._rate[fin]
         # Bytes left at target (negative for flows that finished inside the step): bytes conservation.
         left = self._rem0[fin] - fin_rate * (target_s - self._t0[fin])
         inc_left = left.repeat(deg)
         self.link_bytes += np.bincount(links, weights=inc_left, minlength=self.num_links)
         end = np.minimum(fin_pred, target_s)
-        inc_end = end.repeat(deg)
         inc_rate = fin_rate.repeat(deg)
-        if self.bin_s is not None:
-            self._bin_amounts(target_s, links, inc_end, inc_left)
-        if dt > 0 and self.track_busy:
-            self._busy(now, target_s, links, inc_end, inc_rate, slack)
+        if self.bin_s is not None or (dt > 0 and self.track_busy):
+            inc_end = end.repeat(deg)
+            if self.bin_s is not None:
+                self._bin_amounts(target_s, links, inc_end, inc_left)
+            if dt > 0 and self.track_busy:
+                self._busy(now, target_s, links, inc_end, inc_rate, slack)
         self._finish[fin] = end
         count = self._count
         count -= np.bincount(links, minlength=self.num_links)
         load -= np.bincount(links, weights=inc_rate, minlength=self.num_links)
         load[count == 0] = 0.0
         self._theta = min(self._theta, float(fin_rate.min()))
-        self._active = act[~fin_mask]
+        keep = ~fin_mask
+        self._active = act[keep]
+        self._act_links = self._act_links[~inc_fin]
+        self._act_deg = self._act_deg[keep]
         self._dirty = True
         if fin.size > 1:
             fin = fin[np.argsort(end, kind="stable")]
