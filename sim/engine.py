@@ -562,6 +562,9 @@ class Engine:
         self.f_sent = _Grow(np.float64, np.nan)
         self.f_end = _Grow(np.float64, np.nan)
         self.f_lat = _Grow(np.float64, np.nan)   # path latency of each network flow (not in the log)
+        # The log has a row per flow, network flows and flows of replayed (memoised) ops alike, so
+        # network flow ids map to log rows rather than being rows themselves.
+        self.net_row = _Grow(np.int64, -1)
         self.net_active = 0
         self.last_t = 0.0
         self.last_bytes = np.zeros(len(self.stats.cap))
@@ -672,23 +675,25 @@ class Engine:
         else:  # nothing moved while the network was idle
             self.last_t = now
         ids = np.asarray(self.net.add_flows(now, link_ptr, link_idx, sizes), dtype=np.int64)
-        top = int(ids.max()) + 1
+        self.net_row.ensure(int(ids.max()) + 1)
+        rows = np.arange(self.n_flows, self.n_flows + len(ids), dtype=np.int64)
+        self.net_row.a[ids] = rows
+        self.n_flows += len(ids)
         for g in (self.f_op, self.f_sub, self.f_path, self.f_bytes, self.f_start, self.f_sent, self.f_end,
                   self.f_lat):
-            g.ensure(top)
-        self.f_op.a[ids] = op_arr
-        self.f_lat.a[ids] = lat
-        self.f_sub.a[ids] = sub_arr
-        self.f_path.a[ids] = path
-        self.f_bytes.a[ids] = sizes
-        self.f_start.a[ids] = now
-        self.n_flows = max(self.n_flows, top)
+            g.ensure(self.n_flows)
+        self.f_op.a[rows] = op_arr
+        self.f_lat.a[rows] = lat
+        self.f_sub.a[rows] = sub_arr
+        self.f_path.a[rows] = path
+        self.f_bytes.a[rows] = sizes
+        self.f_start.a[rows] = now
         self.net_active += len(ids)
         np.add.at(self.op_flows, op_arr, 1)
         for op in np.unique(op_arr).tolist():
             fl = self.inflight.get(op)
             if fl is not None and fl.rec is not None and fl.rec.alive:
-                fl.rec.flow_ids.append(ids[op_arr == op])
+                fl.rec.flow_ids.append(rows[op_arr == op])  # log rows of the recorded op's flows
 
     def _completions(self, ops: np.ndarray, subs: np.ndarray, t_done: np.ndarray, now: float) -> None:
         """Sub-flows of ``ops`` finish at ``t_done`` (bytes sent plus latency).
@@ -801,11 +806,12 @@ class Engine:
             self.net_active -= len(done)
             # the exact time of the last byte (earlier than t only with completion batching)
             sent = np.minimum(np.asarray(self.net.finish_s)[done], t)
-            self.f_sent.a[done] = sent
-            ops = self.f_op.a[done]
-            subs = self.f_sub.a[done]
-            end = sent + self.f_lat.a[done]
-            self.f_end.a[done] = end
+            rows = self.net_row.a[done]
+            self.f_sent.a[rows] = sent
+            ops = self.f_op.a[rows]
+            subs = self.f_sub.a[rows]
+            end = sent + self.f_lat.a[rows]
+            self.f_end.a[rows] = end
             self._completions(ops, subs, np.maximum(end, t), t)
 
     def _account(self, t: float) -> None:
@@ -886,7 +892,8 @@ class Engine:
         if len(f_path):
             n0 = self.n_flows
             n1 = n0 + len(f_path)
-            for g in (self.f_op, self.f_sub, self.f_path, self.f_bytes, self.f_start, self.f_sent, self.f_end):
+            for g in (self.f_op, self.f_sub, self.f_path, self.f_bytes, self.f_start, self.f_sent, self.f_end,
+                      self.f_lat):
                 g.ensure(n1)
             self.f_op.a[n0:n1] = op
             self.f_path.a[n0:n1] = f_path

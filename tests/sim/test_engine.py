@@ -101,6 +101,29 @@ def test_memoised_phases_equal_the_explicit_run():
     np.testing.assert_allclose(np.sort(memo.flow_end_s), np.sort(plain.flow_end_s), rtol=1e-12)
 
 
+def test_flows_of_replayed_ops_stay_in_the_log_when_live_flows_follow():
+    # A replayed op's flows take log rows too; flows the network starts after it must not overwrite them.
+    graph = fat_tree(4, num_gpus=16, gpus_per_server=1)
+    router, paths, cap = _setup(graph)
+    s, d = np.meshgrid(np.arange(16), np.arange(16))
+    m = s != d
+    a2a = _prep(router, paths, s[m], d[m], MIB)
+    ring = _prep(router, paths, np.arange(16), (np.arange(16) + 1) % 16, 2 * MIB)
+    ring3 = _prep(router, paths, np.arange(16), (np.arange(16) + 1) % 16, 3 * MIB)
+    preps = [a2a, ring, a2a, ring3, ring]
+    keys = [("a2a",), ("ring",), ("a2a",), ("ring3",), ("ring",)]
+    w = _workload([[[k] for k in range(5)] for _ in range(16)], 5, keys=keys)
+    plain = _run(w, preps, paths, cap, memoize=False)
+    memo = _run(w, preps, paths, cap, memoize=True)
+    assert memo.memo_hits == 2
+    expected = 2 * 240 + 3 * 16  # two all-to-alls of 16 x 15 flows, three 16-flow rings
+    assert len(plain.flow_path) == len(memo.flow_path) == memo.op_flows.sum() == expected
+    for op in range(5):  # every op keeps exactly its own flows in the log
+        assert (memo.flow_op == op).sum() == memo.op_flows[op] == plain.op_flows[op]
+    np.testing.assert_allclose(np.sort(memo.flow_end_s), np.sort(plain.flow_end_s), rtol=1e-12)
+    np.testing.assert_allclose(np.sort(memo.flow_bytes), np.sort(plain.flow_bytes), rtol=1e-12)
+
+
 def test_trace_timing_honours_issue_times_and_gaps():
     graph = nonblocking(fat_tree(4, num_gpus=2, gpus_per_server=1))
     router, paths, cap = _setup(graph)
