@@ -27,7 +27,7 @@ TIER = {"gpu": 0, "nvswitch": 0, "leaf": 1, "rail": 1, "crossbar": 1, "spine": 2
 def size_bytes(op: np.ndarray, rank_bytes: np.ndarray, nranks: np.ndarray, splits: list) -> np.ndarray:
     """nccl-tests' size S of each op (:func:`sim.tuning.nccltests_bytes`; uneven AllToAll: the largest
     rank's send total)."""
-    s = np.array([tuning.nccltests_bytes(o if o != "SendRecv" else "Send", float(b), int(n))
+    s = np.array([tuning.nccltests_bytes(o, float(b), int(n))
                   for o, b, n in zip(op, rank_bytes, nranks, strict=True)], dtype=np.float64)
     for i, split in enumerate(splits):
         if split is not None:
@@ -46,7 +46,7 @@ def collectives_table(ops, log, ideal_log) -> pd.DataFrame:
         slowdown = np.where(ideal > 0, duration / ideal, np.where(np.isnan(ideal), np.nan,
                                                                   np.where(duration > 0, np.inf, 1.0)))
         algbw = np.where(duration > 0, nbytes * 8 / duration / 1e9, np.nan)
-    factor = np.array([tuning.busbw_factor(o if o != "SendRecv" else "Send", int(n))
+    factor = np.array([tuning.busbw_factor(o, int(n))
                        for o, n in zip(f["op"], f["nranks"], strict=True)], dtype=np.float64)
     return pd.DataFrame({
         "comm": f["comm"].astype(str).to_numpy(), "seq": f["seq"].to_numpy(np.int64),

@@ -146,7 +146,7 @@ def build_ops(df: pd.DataFrame, comms: Mapping[str, list[int]]) -> tuple[OpTable
         row_op[m["srow"].to_numpy()] = ids
         row_op[m["rrow"].to_numpy()] = ids
         for rec in m.itertuples(index=False):
-            rows.append(dict(kind="p2p", comm=rec.comm, seq=int(rec.seq), op="SendRecv",
+            rows.append(dict(kind="p2p", comm=rec.comm, seq=int(rec.seq), op="Send",  # the pair, as its Send
                              rank_bytes=int(rec.bytes), root=-1, nranks=2, src=int(rec.src), dst=int(rec.dst),
                              members=np.array([rec.src, rec.dst], dtype=np.int64)))
             splits.append(None)

@@ -127,7 +127,7 @@ def test_send_recv_pairs_match_and_trace_timing_is_honoured():
     df.attrs["collsim"] = new_metadata(2, {"pp": [0, 1]}, "test", gpus_per_node=1)
     res = sim.simulate(validate(df), _ideal_fabric(2))
     c = res.collectives
-    assert len(c) == 2 and set(c["op"]) == {"SendRecv"}
+    assert len(c) == 2 and set(c["op"]) == {"Send"}  # one row per matched pair, a §3 op name
     np.testing.assert_allclose(c["start_s"], [1e-3, 3e-3])
     expected = MIB / LINK_BYTES_PER_S + tuning.p2p_latency_s("Simple", True) + 2e-6
     np.testing.assert_allclose(c["duration_s"], expected, rtol=1e-6)
