@@ -389,7 +389,18 @@ def nvlink_records(records: Mapping, preparer: Preparer, router) -> dict:
     return out
 
 
-def _load_topology(topology, world_size: int, gpus_per_node: int, params: Mapping[str, Any]) -> nx.Graph:
+def load_topology(topology, world_size: int, gpus_per_node: int, params: Mapping[str, Any]) -> nx.Graph:
+    """The fabric a trace replays over: a graph as given, or a preset / YAML file built with ``params``.
+
+    Presets (and preset YAML files) are sized to the trace (``num_gpus=world_size``,
+    ``gpus_per_server=gpus_per_node``) unless ``params`` says otherwise; an explicit YAML graph keeps its
+    own size.
+
+    Raises
+    ------
+    topologies.TopologyError
+        Unknown preset, bad or unknown parameter.
+    """
     import topologies
 
     if isinstance(topology, nx.Graph):
@@ -488,7 +499,7 @@ def simulate(trace_df: pd.DataFrame, topology, algo: str = "auto", routing: str 
     meta = dict(df.attrs.get("collsim") or {})
     world = int(meta.get("world_size") or (int(df["rank"].max()) + 1 if len(df) else 0))
     gpn = int(meta.get("gpus_per_node") or 8)
-    graph = _load_topology(topology, world, gpn, options.get("topology_params") or {})
+    graph = load_topology(topology, world, gpn, options.get("topology_params") or {})
     check_fit(graph, world)
     damaged, damage = anomalies.apply(graph, fail_links=options.get("fail_links"),
                                       degrade_links=options.get("degrade_links"), seed=seed)

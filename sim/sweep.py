@@ -157,15 +157,10 @@ def build_topology(topo: str, trace_meta: Mapping[str, Any], params: Mapping[str
     SimError
         The trace does not fit the topology.
     """
-    import topologies
-    from sim.replay import check_fit
+    from sim.replay import check_fit, load_topology
 
     world = int(trace_meta.get("world_size") or 0)
-    if Path(topo).suffix in (".yaml", ".yml"):
-        graph = topologies.build(topo, **params)
-    else:
-        kw = {"num_gpus": world, "gpus_per_server": int(trace_meta.get("gpus_per_node") or 8), **params}
-        graph = topologies.build(topo, **kw)
+    graph = load_topology(topo, world, int(trace_meta.get("gpus_per_node") or 8), params)
     check_fit(graph, world)
     return graph
 
