@@ -203,9 +203,10 @@ class FlowNetwork:
         times before re-solving (faster, slightly late finishes; see the module docstring).
     bin_s : float or None
         Width of the time bins of :meth:`binned_link_bytes`; None keeps no time series.
-    track_busy : bool
-        Keep ``busy_above_90_s`` (exact time each link spends above 90 % load). A caller that keeps its
-        own link statistics passes False and saves that work in every step.
+    link_stats : bool
+        Keep the per-link ``peak_utilization`` and ``busy_above_90_s`` (exact time above 90 % load). A
+        caller that keeps its own link statistics (the replay engine) passes False and saves that work in
+        every solve and step; both arrays then stay zero.
 
     Raises
     ------
@@ -225,7 +226,7 @@ class FlowNetwork:
     """
 
     def __init__(self, capacity_bytes_per_s: np.ndarray, *, completion_quantile: float = 0.0,
-                 bin_s: float | None = None, track_busy: bool = True):
+                 bin_s: float | None = None, link_stats: bool = True):
         capacity = np.array(capacity_bytes_per_s, dtype=np.float64).reshape(-1)
         if capacity.size == 0 or not np.all(np.isfinite(capacity)) or np.any(capacity <= 0):
             raise SimError("capacity_bytes_per_s: every link capacity must be finite and > 0")
@@ -237,7 +238,7 @@ class FlowNetwork:
         self.num_links = capacity.size
         self.completion_quantile = float(completion_quantile)
         self.bin_s = None if bin_s is None else float(bin_s)
-        self.track_busy = bool(track_busy)
+        self.link_stats = bool(link_stats)
         self.now_s = 0.0
         self.link_bytes = np.zeros(self.num_links)
         self.peak_utilization = np.zeros(self.num_links)
@@ -513,7 +514,8 @@ class FlowNetwork:
                 self._resolve(cand)
         else:
             self._resolve(None)
-        np.maximum(self.peak_utilization, self._load / self.capacity, out=self.peak_utilization)
+        if self.link_stats:
+            np.maximum(self.peak_utilization, self._load / self.capacity, out=self.peak_utilization)
         pred = self._pred[act]
         k = int(self.completion_quantile * pred.size)
         self._next_s = float(np.partition(pred, k)[k]) if k else float(pred.min())
@@ -576,7 +578,7 @@ class FlowNetwork:
                 self._bin_constant(now, target_s, load)
         self.now_s = float(target_s)
         if not fin_mask.any():
-            if dt > 0 and self.track_busy:
+            if dt > 0 and self.link_stats:
                 self.busy_above_90_s[load > self._busy_threshold] += dt
             return _NO_IDS
         fin = act[fin_mask]
@@ -591,11 +593,11 @@ class FlowNetwork:
         self.link_bytes += np.bincount(links, weights=inc_left, minlength=self.num_links)
         end = np.minimum(fin_pred, target_s)
         inc_rate = fin_rate.repeat(deg)
-        if self.bin_s is not None or (dt > 0 and self.track_busy):
+        if self.bin_s is not None or (dt > 0 and self.link_stats):
             inc_end = end.repeat(deg)
             if self.bin_s is not None:
                 self._bin_amounts(target_s, links, inc_end, inc_left)
-            if dt > 0 and self.track_busy:
+            if dt > 0 and self.link_stats:
                 self._busy(now, target_s, links, inc_end, inc_rate, slack)
         self._finish[fin] = end
         count = self._count

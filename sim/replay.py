@@ -356,7 +356,7 @@ def run_engine(workload: Workload, preparer: Preparer, router, paths: PathTable,
     memo = {} if memo is None else memo
     blocked: set = set()
     for attempt in range(4):
-        net = FlowNetwork(cap, completion_quantile=completion_quantile, track_busy=False)  # LinkStats keeps it
+        net = FlowNetwork(cap, completion_quantile=completion_quantile, link_stats=False)  # LinkStats keeps them
         engine = Engine(workload, preparer, net, paths, cap, timing=timing, bin_s=bin_s,
                         memoize=memoize and attempt < 3, progress=progress if attempt == 0 else None,
                         memo=memo, blocked=blocked, link_stats=link_stats)

@@ -184,7 +184,9 @@ def scalar_summary(summary: Mapping[str, Any]) -> dict[str, Any]:
 def run_point(trace_df: pd.DataFrame, point: Point, trace_name: str = "") -> dict[str, Any]:
     """Simulate one point and return its row (point columns + scalar summary). Runs on a Dask worker.
 
-    The call is the one ``simrun run`` makes: the topology by name, sized to the trace by the simulator.
+    The call is the one ``simrun run`` makes (the topology by name, sized to the trace by the simulator),
+    except that completions are solved exactly unless the grid sets ``quantile`` (``simrun run`` defaults to
+    ``--quantile 0.01``).
     """
     from sim import simulate
 

@@ -386,10 +386,10 @@ def test_bad_flows_are_rejected():
         net.binned_link_bytes()
 
 
-def test_track_busy_off_changes_nothing_else():
+def test_link_stats_off_changes_nothing_else():
     caps = np.array([100.0, 50.0])
     ptr, idx, size = np.array([0, 2, 3]), np.array([0, 1, 0]), np.array([80.0, 40.0])
-    on, off = FlowNetwork(caps), FlowNetwork(caps, track_busy=False)
+    on, off = FlowNetwork(caps), FlowNetwork(caps, link_stats=False)
     for net in (on, off):
         net.add_flows(0.0, ptr, idx, size)
         net.advance(10.0)
