@@ -5,7 +5,12 @@ pipeline Send/Recv, uneven MoE all-to-all written as grouped Send/Recv, 2.26 tim
 writes it with ``write_nccl_log``, mixes in realistic noise (transport, nccl-tests and framework lines),
 then times both readers 3 times each in the same run and prints medians.
 
-Run: ``python benchmarks/bench_ingest.py [--lines 500000] [--runs 3] [--keep DIR]``.
+The first ``read_nccl_logs`` run of the process also imports numba and loads the compiled kernel from its
+on-disk cache (compiling it the first time after an install); the median is over all runs. ``--cli`` also
+times ``simrun ingest`` as a new process (interpreter start, imports and that load included).
+
+Run: ``python benchmarks/bench_ingest.py [--lines 500000] [--runs 3] [--keep DIR] [--engine auto|jit|numpy]
+[--cli]``.
 """
 
 from __future__ import annotations
@@ -14,6 +19,8 @@ import argparse
 import math
 import re
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -21,6 +28,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from traces import nccl_log_scan
 from traces.io import write_trace
 from traces.nccl_log import read_nccl_logs, write_nccl_log
 from traces.schema import DTYPE_BYTES, new_metadata
@@ -129,12 +137,24 @@ def ours(path: Path, out: Path) -> int:
     return len(df)
 
 
+def cli(path: Path, out: Path) -> int:
+    """``simrun ingest`` as a user runs it: a new interpreter, imports included."""
+    code = ("import sys; from sim.cli import main; sys.argv = ['simrun', 'ingest', sys.argv[1], '-o', sys.argv[2]]; "
+            "main()")
+    subprocess.run([sys.executable, "-c", code, str(path), str(out)], check=True, capture_output=True)
+    return -1
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lines", type=int, default=500_000)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--keep", type=Path, default=None, help="folder to keep the generated log in")
+    parser.add_argument("--engine", choices=["auto", "jit", "numpy"], default="auto",
+                        help="chunk reader (traces.nccl_log_scan.ENGINE)")
+    parser.add_argument("--cli", action="store_true", help="also time `simrun ingest` in a new process")
     args = parser.parse_args()
+    nccl_log_scan.ENGINE = args.engine
     folder = args.keep or Path(tempfile.mkdtemp(prefix="bench_ingest_"))
     folder.mkdir(parents=True, exist_ok=True)
     log = folder / "bench.log"
@@ -147,8 +167,12 @@ def main() -> None:
     print(f"generated {log}: {size_mb:.1f} MB, {n_lines:,} lines, {coll:,} COLL lines, {len(trace):,} trace rows "
           f"({time.perf_counter() - t0:.1f} s)")
     results: dict[str, list[float]] = {"plain re reader": [], "read_nccl_logs": []}
+    readers = [("plain re reader", plain_reader), ("read_nccl_logs", ours)]
+    if args.cli:
+        results["simrun ingest"] = []
+        readers.append(("simrun ingest", cli))
     for _ in range(args.runs):
-        for name, fn in (("plain re reader", plain_reader), ("read_nccl_logs", ours)):
+        for name, fn in readers:
             t = time.perf_counter()
             rows = fn(log, folder / f"{name.replace(' ', '_')}.parquet")
             results[name].append(time.perf_counter() - t)
@@ -160,7 +184,11 @@ def main() -> None:
         med[name] = statistics.median(times)
         print(f"{name:<18} {med[name]:9.2f} {size_mb / med[name]:8.1f} {n_lines / med[name]:12,.0f} "
               f"{coll / med[name]:13,.0f}   {', '.join(f'{x:.2f}' for x in times)}")
-    print(f"speed-up (median): {med['plain re reader'] / med['read_nccl_logs']:.2f}x")
+    print(f"speed-up (median): {med['plain re reader'] / med['read_nccl_logs']:.2f}x "
+          f"(engine {args.engine}; jit used: {nccl_log_scan.use_jit(log.stat().st_size)})")
+    if args.cli:
+        print(f"speed-up of simrun ingest as a new process (median): "
+              f"{med['plain re reader'] / med['simrun ingest']:.2f}x")
 
 
 if __name__ == "__main__":

@@ -23,3 +23,14 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 @pytest.fixture
 def data_dir() -> Path:
     return DATA
+
+
+@pytest.fixture(params=["numpy", "jit"])
+def nccl_engine(request, monkeypatch) -> str:
+    """Run a test on both NCCL-log chunk readers (the compiled one needs numba)."""
+    from traces import nccl_log_scan
+
+    if request.param == "jit":
+        pytest.importorskip("numba")
+    monkeypatch.setattr(nccl_log_scan, "ENGINE", request.param)
+    return request.param

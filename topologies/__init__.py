@@ -11,15 +11,31 @@ Attributes of nodes, edges and graphs: :mod:`topologies.schema`.
 
 from __future__ import annotations
 
-from topologies.config import PRESETS, build, check_parameters, preset_parameters
-from topologies.describe import summary
+from typing import Any
+
 from topologies.errors import TopologyError
-from topologies.fat_tree import fat_tree
-from topologies.ideal import nonblocking
-from topologies.leaf_spine import leaf_spine
-from topologies.rails import rail_only, rail_optimized
-from topologies.routing import MAX_SPRAY_PATHS, ROUTING_MODES, Router, Routes, link_table
-from topologies.schema import validate_graph
+
+# The builders and the router (networkx, scipy) load on first use, so `import topologies.errors` (the CLI's
+# error handling) and `import topologies` stay quick.
+_LAZY = {
+    "PRESETS": "topologies.config", "build": "topologies.config", "check_parameters": "topologies.config",
+    "preset_parameters": "topologies.config", "summary": "topologies.describe", "fat_tree": "topologies.fat_tree",
+    "nonblocking": "topologies.ideal", "leaf_spine": "topologies.leaf_spine", "rail_only": "topologies.rails",
+    "rail_optimized": "topologies.rails", "MAX_SPRAY_PATHS": "topologies.routing",
+    "ROUTING_MODES": "topologies.routing", "Router": "topologies.routing", "Routes": "topologies.routing",
+    "link_table": "topologies.routing", "validate_graph": "topologies.schema",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'topologies' has no attribute {name!r}")
+
 
 __all__ = [
     "MAX_SPRAY_PATHS",

@@ -21,7 +21,7 @@ from traces import nccl_log_comms as C
 from traces.ingest_report import IngestReport
 from traces.nccl_log_lines import NCCL_OPS
 from traces.nccl_log_rows import COLL, OP_CODE, RECV, SEND, apply_tuning, build_rows, object_frame
-from traces.nccl_log_scan import NO_TS, FileScan, scan_file
+from traces.nccl_log_scan import NO_TS, FileScan, scan_file, use_jit
 from traces.nccl_log_write import write_nccl_log
 from traces.schema import DTYPE_BYTES, NCCL_DTYPE_CODES, TraceError, empty_trace, new_metadata, validate
 
@@ -80,8 +80,9 @@ def read_nccl_logs(
     report = IngestReport()
     paths = [Path(p) for p in paths]
     scans: list[FileScan] = []
+    jit = use_jit(sum(p.stat().st_size for p in paths if p.is_file()))
     for path in paths:
-        scans.append(scan_file(path, report, progress))
+        scans.append(scan_file(path, report, progress, jit=jit))
         report.files.append(str(path))
     report.lines_read = sum(s.lines for s in scans)
     _check_inputs(paths, scans, report)

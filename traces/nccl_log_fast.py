@@ -102,21 +102,6 @@ class Chunk:
             return self._windows[start, :width]
         return self.arr[start[:, None] + np.arange(width)]
 
-    def looks_like(self, start: np.ndarray, end: np.ndarray, word: bytes) -> np.ndarray:
-        """Cheap keyword test for fixed-layout tokens: same length, first and last byte."""
-        return (((end - start) == len(word)) & (self.arr[np.minimum(start, self.n)] == word[0])
-                & (self.arr[np.maximum(end - 1, 0)] == word[-1]))
-
-    def all_look_like(self, spans: list[tuple[np.ndarray, np.ndarray]], words: list[bytes]) -> np.ndarray:
-        """:meth:`looks_like` of every (span, word) pair at once, ANDed: three (rows x words) lookups."""
-        start = np.stack([a for a, _ in spans], axis=1)
-        end = np.stack([z for _, z in spans], axis=1)
-        size = np.array([len(w) for w in words])
-        first = np.array([w[0] for w in words], dtype=np.uint8)
-        last = np.array([w[-1] for w in words], dtype=np.uint8)
-        return (((end - start) == size) & (self.arr[np.minimum(start, self.n)] == first)
-                & (self.arr[np.maximum(end - 1, 0)] == last)).all(axis=1)
-
     def equals(self, start: np.ndarray, end: np.ndarray, word: bytes) -> np.ndarray:
         ok = (end - start) == len(word)
         return ok & (self.gather(start, len(word)) == np.frombuffer(word, dtype=np.uint8)).all(axis=1)
@@ -195,19 +180,21 @@ def coll_fields(ch: Chunk, marks: np.ndarray) -> tuple[dict[str, np.ndarray], np
         def tok(k: int, b=b, sp=sp, e=e, nt=nt):
             return (b if k == 0 else sp[:, k - 1] + 1), (sp[:, k] if k < nt else e)
 
-        # Layout = token count plus every keyword in place (length, first and last byte: the words of the
-        # format string differ in those, and numbers are checked digit by digit below).
+        # Layout = token count plus every keyword in place, byte for byte (a damaged keyword is not a
+        # standard line: the per-line parser decides), and numbers checked digit by digit below.
         words = [(1, b"sendbuff"), (3, b"recvbuff"), *([(5, b"acc")] if shift else []),
                  *((k + shift, w) for k, w in ((5, b"count"), (7, b"datatype"), (9, b"op"), (11, b"root"),
                                                (13, b"comm"), (16, b"stream"))),
                  *([(18 + shift, b"task"), (20 + shift, b"globalrank")] if rccl else [])]
-        good = ch.all_look_like([tok(k) for k, _ in words], [w for _, w in words])
+        good = np.ones(len(rows), dtype=bool)
+        for k, w in words:
+            good &= ch.equals(*tok(k), w)
         for name, k, width in (("count", 6, 18), ("dt", 8, 4), ("root", 12, 9)):
             value, valid = ch.decimal(*tok(k + shift), width)
             cols[name][rows] = value
             good &= valid
         s, e2 = tok(15 + shift)
-        good &= ch.looks_like(s, s + 8, b"[nranks=") & (ch.arr[np.maximum(e2 - 1, 0)] == 93)
+        good &= ch.equals(s, s + 8, b"[nranks=") & (ch.arr[np.maximum(e2 - 1, 0)] == 93)
         value, valid = ch.decimal(s + 8, e2 - 1, 9)
         cols["nranks"][rows] = value
         good &= valid
@@ -215,7 +202,7 @@ def coll_fields(ch: Chunk, marks: np.ndarray) -> tuple[dict[str, np.ndarray], np
         opc[rows] = value
         good &= valid
         s, e2 = tok(14 + shift)
-        good &= ch.looks_like(s, s + 2, b"0x")
+        good &= ch.equals(s, s + 2, b"0x")
         comm_start[rows], comm_end[rows] = s + 2, e2
         if rccl:
             value, valid = ch.decimal(*tok(21 + shift), 9)
@@ -270,7 +257,7 @@ def prefix_fields(ch: Chunk, body_start: np.ndarray, line_start: np.ndarray,
     """
     n = len(body_start)
     info = body_start - len(" NCCL INFO ")
-    ok = ch.looks_like(info, body_start, b" NCCL INFO ") & (ch.arr[np.maximum(info + 1, 0)] == 78) & (
+    ok = ch.equals(info, body_start, b" NCCL INFO ") & (
         info > line_start)
     if k is None:
         k = np.searchsorted(ch.sp, info)
@@ -409,7 +396,7 @@ def tuning_fields(ch: Chunk, marks: np.ndarray) -> tuple[dict[str, np.ndarray], 
     ka = np.searchsorted(ch.sp, a0)
     sp = ch.sp[np.minimum(ka[:, None] + np.arange(3), last)] if len(ch.sp) else np.zeros((len(marks), 3), np.int64)
     inside = (ka[:, None] + np.arange(3) <= last) & (sp < end[:, None])
-    ok &= inside[:, 0] & inside[:, 1] & ch.looks_like(sp[:, 0] + 1, sp[:, 1], b"proto")
+    ok &= inside[:, 0] & inside[:, 1] & ch.equals(sp[:, 0] + 1, sp[:, 1], b"proto")
     p_end = np.where(inside[:, 2], sp[:, 2], end)
     algo = _names(ch, a0, sp[:, 0], ok, L.algo_name)
     proto = _names(ch, sp[:, 1] + 1, p_end, ok, L.proto_name)

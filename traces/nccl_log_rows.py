@@ -36,102 +36,144 @@ def object_frame(columns: dict[str, Any]) -> pd.DataFrame:
                          for k, v in columns.items()})
 
 
-def _runs(df: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+Columns = dict[str, np.ndarray]
+
+
+def _runs(cols: Columns) -> tuple[np.ndarray, np.ndarray]:
     """Run id of each row and a mask of rows in a Send/Recv group (>= 2 consecutive lines, one opCount)."""
-    p2p = df["kind"].to_numpy() > 0
-    inst = df["inst"].to_numpy()
-    opc = df["opc"].to_numpy()
-    same = np.zeros(len(df), dtype=bool)
+    p2p = cols["kind"] > 0
+    inst, opc = cols["inst"], cols["opc"]
+    same = np.zeros(len(p2p), dtype=bool)
     same[1:] = (inst[1:] == inst[:-1]) & (opc[1:] == opc[:-1]) & p2p[1:] & p2p[:-1]
     run = np.cumsum(~same) - 1
     length = np.bincount(run) if len(run) else np.zeros(0, dtype=np.int64)
     return run, p2p & (length[run] >= 2) if len(run) else np.zeros(0, dtype=bool)
 
 
-def _foldable(g: pd.DataFrame) -> np.ndarray:
+def _foldable(g: Columns) -> np.ndarray:
     """Per run id in ``g``: True when its Sends reach every comm rank once and its Recvs come from each once."""
-    run = g["run"].to_numpy()
+    run = g["run"]
     size = int(run.max()) + 1
-    is_send = g["kind"].to_numpy() == SEND
-    root = g["root"].to_numpy()
-    nranks = g["nranks"].to_numpy()
+    kind, root, nranks = g["kind"], g["root"], g["nranks"]
+    is_send = kind == SEND
     n = np.zeros(size, dtype=np.int64)
     n[run] = nranks
     bad = np.bincount(run, weights=(root < 0) | (root >= nranks), minlength=size) > 0
     n_send = np.bincount(run, weights=is_send, minlength=size)
     n_recv = np.bincount(run, weights=~is_send, minlength=size)
-    uniq = g.drop_duplicates(["run", "kind", "root"])
-    u_send = np.bincount(uniq["run"], weights=uniq["kind"] == SEND, minlength=size)
-    u_recv = np.bincount(uniq["run"], weights=uniq["kind"] == RECV, minlength=size)
-    n_dtype = np.bincount(g.drop_duplicates(["run", "dt"])["run"], minlength=size)
+    first, first_run = _distinct_rows(run, kind, root)
+    u_send = np.bincount(first_run, weights=kind[first] == SEND, minlength=size)
+    u_recv = np.bincount(first_run, weights=kind[first] == RECV, minlength=size)
+    n_dtype = np.bincount(_distinct_rows(run, g["dt"])[1], minlength=size)
     return (~bad & (n_send == n) & (n_recv == n) & (u_send == n) & (u_recv == n) & (n_dtype == 1)
             & (n > 0))
+
+
+def _distinct_rows(*keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Index of one row per distinct key tuple, and the first key's value there (keys: equal-length arrays)."""
+    order = np.lexsort(keys[::-1])
+    change = np.zeros(len(order), dtype=bool)
+    change[:1] = True
+    for k in keys:
+        v = k[order]
+        change[1:] |= v[1:] != v[:-1]
+    first = order[change]
+    return first, keys[0][first]
+
+
+def _cumcount(*keys: np.ndarray) -> np.ndarray:
+    """Position of each row among the earlier rows with the same key tuple (pandas ``cumcount``)."""
+    n = len(keys[0])
+    order = np.lexsort((np.arange(n), *keys[::-1]))
+    change = np.zeros(n, dtype=bool)
+    change[:1] = True
+    for k in keys:
+        v = k[order]
+        change[1:] |= v[1:] != v[:-1]
+    start = np.maximum.accumulate(np.where(change, np.arange(n), 0))
+    out = np.empty(n, dtype=np.int64)
+    out[order] = np.arange(n) - start
+    return out
 
 
 def build_rows(lines: pd.DataFrame) -> pd.DataFrame:
     """Group, fold and number mapped COLL lines into trace rows (plus ``pos``, ``ts_us``, ``inst``, ``kind``).
 
-    ``op`` comes back as names, ``comm`` stays the caller's code.
+    ``op`` comes back as names, ``comm`` stays the caller's code. The steps run on numpy columns (frames of
+    ~500k rows cost a copy per filter) and build one frame at the end.
     """
-    df = lines.sort_values(["inst", "pos"], kind="stable").reset_index(drop=True)
-    run, grouped = _runs(df)
-    df = df.drop(columns=["opc"])  # only the runs need it: one column less to carry through the takes
-    df["run"] = run
-    df["group"] = -1
-    df["fold"] = -1  # index into the folded groups' split_bytes (built once, for the final rows only)
-    df["bytes"] = df["count"] * df["size"]
-    plain = df[~grouped]
-    g = df[grouped]
-    folded = pd.DataFrame(columns=df.columns)
+    order = np.lexsort((lines["pos"].to_numpy(), lines["inst"].to_numpy()))
+    cols: Columns = {k: lines[k].to_numpy()[order] for k in lines.columns}
+    run, grouped = _runs(cols)
+    del cols["opc"]  # only the runs need it
+    cols["run"] = run
+    cols["group"] = np.full(len(run), -1, dtype=np.int64)
+    cols["fold"] = np.full(len(run), -1, dtype=np.int64)  # index into the folded groups' split_bytes
+    cols["bytes"] = cols["count"] * cols["size"]
+    parts = [np.flatnonzero(~grouped)]  # row indices of the plain rows, then the kept group rows
     splits: list[tuple[int, ...]] = []
-    if len(g):
-        fold = _foldable(g)
-        to_fold = fold[g["run"].to_numpy()]
-        folded, splits = _fold(g[to_fold])
-        kept = g[~to_fold].copy()
+    folded: Columns = {}
+    gi = np.flatnonzero(grouped)
+    if len(gi):
+        g = {k: v[gi] for k, v in cols.items()}
+        to_fold = _foldable(g)[g["run"]]
+        folded, splits = _fold({k: v[to_fold] for k, v in g.items()})
+        kept = gi[~to_fold]
         if len(kept):
-            first = kept.groupby("run", sort=False).agg(rank=("rank", "first"), pos=("pos", "min"))
-            first = first.sort_values(["rank", "pos"], kind="stable")
-            first["gid"] = first.groupby("rank").cumcount()
-            kept["group"] = kept["run"].map(first["gid"]).astype("int64")
-        g = kept
-    out = pd.concat([x for x in (plain, g, folded) if len(x)], ignore_index=True) if len(df) else df
-    out = out.sort_values(["rank", "pos"], kind="stable").reset_index(drop=True)
-    kind = out["kind"].to_numpy()
+            # group ids count per rank in order of each group's first line
+            first, first_run = _distinct_rows(run[kept])  # one row per run: its first (lines are in order)
+            heads = kept[first]
+            by = np.lexsort((cols["pos"][heads], cols["rank"][heads]))
+            gid = np.empty(len(heads), dtype=np.int64)
+            gid[by] = _cumcount(cols["rank"][heads][by])
+            cols["group"][kept] = gid[np.searchsorted(first_run, run[kept])]  # first_run is ascending
+        parts.append(kept)
+    take = np.concatenate(parts)
+    out = {k: v[take] for k, v in cols.items()}
+    if folded:
+        out = {k: np.concatenate([out[k], folded[k]]) for k in out}
+    order = np.lexsort((out["pos"], out["rank"]))  # stable: ties keep plain, kept, folded order
+    out = {k: v[order] for k, v in out.items()}
+    kind = out["kind"]
     is_p2p = kind > 0
-    rooted = np.isin(out["op"].to_numpy(), _ROOTED_CODES)
-    out.loc[~rooted & ~is_p2p, "root"] = -1
+    rooted = np.isin(out["op"], _ROOTED_CODES)
+    out["root"] = np.where(~rooted & ~is_p2p, -1, out["root"])
     peer = np.where(is_p2p, out["root"], -1)
-    keys = pd.DataFrame({"rank": out["rank"], "comm": out["comm"], "kind": kind, "peer": peer})
-    out["seq"] = keys.groupby(["rank", "comm", "kind", "peer"], sort=False).cumcount().astype("int64")
-    out["op"] = OP_NAMES[out["op"].to_numpy(dtype=np.int64)]
-    table = [(), *splits]
-    out["split_bytes"] = pd.Series([table[k] for k in (out["fold"].to_numpy(dtype=np.int64) + 1).tolist()],
-                                   index=out.index, dtype=object)
-    return out.drop(columns=["run", "fold"])
+    out["seq"] = _cumcount(out["rank"], out["comm"], kind, peer)
+    out["op"] = OP_NAMES[out["op"].astype(np.int64)]
+    # fromiter keeps each tuple as one object (np.array would unpack them into a 2-D array)
+    table = np.fromiter([(), *splits], dtype=object, count=len(splits) + 1)
+    out["split_bytes"] = table[out["fold"] + 1]
+    del out["run"], out["fold"]
+    return object_frame(out)
 
 
-def _fold(g: pd.DataFrame) -> tuple[pd.DataFrame, list[tuple[int, ...]]]:
+def _fold(g: Columns) -> tuple[Columns, list[tuple[int, ...]]]:
     """One AllToAll row per folded Send/Recv group (``fold`` indexes the returned ``split_bytes`` list: bytes
-    sent to each peer in peer order)."""
-    if not len(g):
-        return pd.DataFrame(columns=g.columns), []
-    sends = g[g["kind"] == SEND].sort_values(["run", "root"], kind="stable")
-    run = sends["run"].to_numpy()
-    bounds = [0, *(np.flatnonzero(run[1:] != run[:-1]) + 1).tolist(), len(run)]
-    sent = sends["bytes"].to_numpy(dtype=np.int64).tolist()  # slices of one list: no array per group
-    splits = [tuple(sent[a:b]) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
-    total = sends.groupby("run", sort=False)["count"].sum()
-    head = g.sort_values("pos", kind="stable").groupby("run", sort=False).head(1).set_index("run")
-    head = head.loc[total.index].copy()
-    head["op"] = OP_CODE["AllToAll"]
-    head["kind"] = COLL
-    head["count"] = (total // head["nranks"]).to_numpy()
-    head["bytes"] = head["count"] * head["size"]
-    head["root"] = -1
-    head["group"] = -1
-    head["fold"] = np.arange(len(splits), dtype=np.int64)
-    return head.reset_index(), splits
+    sent to each peer in peer order). Rows come in ascending ``run`` order."""
+    run = g["run"]
+    if not len(run):
+        return {}, []
+    sends = np.flatnonzero(g["kind"] == SEND)
+    sends = sends[np.lexsort((g["root"][sends], run[sends]))]  # by run, then peer
+    s_run = run[sends]
+    starts = np.flatnonzero(np.r_[True, s_run[1:] != s_run[:-1]])
+    bounds = [*starts.tolist(), len(sends)]
+    sent = g["bytes"][sends].tolist()  # slices of one list: no array per group
+    splits = list(map(tuple, map(sent.__getitem__, map(slice, bounds[:-1], bounds[1:]))))  # C loops, no frame
+    total = np.add.reduceat(g["count"][sends], starts)
+    by_pos = np.lexsort((g["pos"], run))  # each run's first line heads the folded row
+    r = run[by_pos]
+    head = by_pos[np.r_[True, r[1:] != r[:-1]]]  # ascending run, as the splits
+    out = {k: v[head] for k, v in g.items()}
+    out["op"] = np.full(len(head), OP_CODE["AllToAll"], dtype=out["op"].dtype)
+    out["kind"] = np.full(len(head), COLL, dtype=out["kind"].dtype)
+    out["count"] = total // out["nranks"]
+    out["bytes"] = out["count"] * out["size"]
+    out["root"] = np.full(len(head), -1, dtype=np.int64)
+    out["group"] = np.full(len(head), -1, dtype=np.int64)
+    out["fold"] = np.arange(len(splits), dtype=np.int64)
+    return out, splits
 
 
 def apply_tuning(rows: pd.DataFrame, process: np.ndarray, tunings: dict[str, np.ndarray]) -> int:
@@ -152,7 +194,8 @@ def apply_tuning(rows: pd.DataFrame, process: np.ndarray, tunings: dict[str, np.
     rows["proto"] = ""
     if not n_tun or not len(rows):
         return n_tun
-    cand = (rows["kind"].to_numpy() == COLL) & (rows["split_bytes"].map(len).to_numpy() == 0)
+    no_split = np.fromiter(map(len, rows["split_bytes"].to_numpy()), dtype=np.int64, count=len(rows)) == 0
+    cand = (rows["kind"].to_numpy() == COLL) & no_split
     cand_idx = np.flatnonzero(cand)
     order = np.lexsort((rows["pos"].to_numpy()[cand_idx], process[cand_idx]))
     cand_idx = cand_idx[order]
@@ -201,14 +244,19 @@ def apply_tuning(rows: pd.DataFrame, process: np.ndarray, tunings: dict[str, np.
                 continue
             taken[found] = True
             algo[found], proto[found] = t_algo[j], t_proto[j]
-    rows["algo"], rows["proto"] = algo, proto
-    coll = rows["kind"] == COLL
-    known = rows[coll & (rows["algo"] != "")].drop_duplicates(["comm", "seq"]).set_index(["comm", "seq"])
+    # Copy each choice to the other ranks' rows of the same (comm, seq) collective: one integer key each.
+    coll = rows["kind"].to_numpy() == COLL
+    comm_code = pd.factorize(rows["comm"].to_numpy())[0].astype(np.int64)
+    seq = rows["seq"].to_numpy()
+    key = comm_code * (int(seq.max()) + 1) + seq
+    known = np.flatnonzero(coll & (algo != ""))
     if len(known):
-        fill = coll & (rows["algo"] == "")
-        keys = pd.MultiIndex.from_arrays([rows.loc[fill, "comm"], rows.loc[fill, "seq"]])
-        found = keys.isin(known.index)
-        where = rows.index[fill][found]
-        rows.loc[where, "algo"] = known["algo"].reindex(keys[found]).to_numpy()
-        rows.loc[where, "proto"] = known["proto"].reindex(keys[found]).to_numpy()
+        known_key, first = np.unique(key[known], return_index=True)  # the first row per key, as before
+        src = known[first]
+        fill = np.flatnonzero(coll & (algo == ""))
+        at = np.minimum(np.searchsorted(known_key, key[fill]), len(known_key) - 1)
+        hit = known_key[at] == key[fill]
+        algo[fill[hit]] = algo[src[at[hit]]]
+        proto[fill[hit]] = proto[src[at[hit]]]
+    rows["algo"], rows["proto"] = algo, proto
     return unmatched

@@ -9,6 +9,8 @@ from traces import nccl_log_fast, nccl_log_scan
 from traces.nccl_log import looks_like_nccl_log, read_nccl_logs
 from traces.schema import TraceError
 
+pytestmark = pytest.mark.usefixtures("nccl_engine")  # every test on both chunk readers (conftest)
+
 
 def coll(op="AllReduce", opc="0", count=1024, dt=7, root=0, comm="0xc0", nranks=2, sb="0x10", rb="0x20",
          extra="", tail=""):
@@ -139,6 +141,7 @@ def test_fast_and_slow_paths_agree(tmp_path, monkeypatch, fast):
              pre(pid=2) + coll(op="Send", root=1, extra=" acc 0x1"), "3: " + pre(pid=3) + coll(op="AllGather"),
              pre(pid=1) + coll(count=4, tail=" task 1 globalrank 0")]
     if not fast:  # force every COLL line through the per-line parser
+        monkeypatch.setattr(nccl_log_scan, "ENGINE", "numpy")
         real = nccl_log_fast.coll_fields
         monkeypatch.setattr(nccl_log_fast, "coll_fields", lambda ch, m: (real(ch, m)[0], np.zeros(len(m), bool)))
     df, _ = read_lines(tmp_path, lines)
@@ -248,6 +251,7 @@ def test_tuning_fast_and_per_line_paths_agree(tmp_path, monkeypatch, fast):
              pre(pid=2) + coll(op="ReduceScatter", count=4, opc="3", nranks=2),
              pre(pid=2) + "xyReduceScatter: 32 Bytes -> Algo PAT proto LL channel{Lo..Hi}={0..0}"]
     if not fast:  # force every TUNING line through the per-line parser
+        monkeypatch.setattr(nccl_log_scan, "ENGINE", "numpy")
         real = nccl_log_fast.tuning_fields
         monkeypatch.setattr(nccl_log_fast, "tuning_fields",
                             lambda ch, m: (real(ch, m)[0], np.zeros(len(m), bool)))
@@ -262,6 +266,7 @@ def test_tuning_fast_and_per_line_paths_agree(tmp_path, monkeypatch, fast):
 def test_opcount_above_63_bits_groups_send_recv(tmp_path, monkeypatch, fast):
     # opCount is %lx: a value with the top bit set must still tell groups apart (it is kept as 64 bits).
     if not fast:
+        monkeypatch.setattr(nccl_log_scan, "ENGINE", "numpy")
         real = nccl_log_fast.coll_fields
         monkeypatch.setattr(nccl_log_fast, "coll_fields", lambda ch, m: (real(ch, m)[0], np.zeros(len(m), bool)))
     lines = [pre() + coll(op="Send", opc=o, root=1, count=4) for o in ("ffffffffffffffff", "ffffffffffffffff",
@@ -383,3 +388,13 @@ def test_long_and_odd_tokens_take_the_sliced_path(tmp_path):
     df, report = read_lines(tmp_path, lines)
     assert report.skipped_total == 0
     assert sorted(df["host"]) == sorted([long_host, "n\u00e9"]) and sorted(df["count"]) == [3, 5]
+
+
+@pytest.mark.parametrize(("word", "damaged"), [("sendbuff", "s:ndbuff"), ("datatype", "datatyqe"),
+                                               ("nranks", "nrXnks")])
+def test_damaged_keyword_is_malformed_not_read(tmp_path, word, damaged):
+    # Found by the compiled-vs-numpy fuzz test: the numpy path once checked keywords by length and first/last
+    # byte only, and read such a line as valid. Both readers now leave it to the per-line parser, which
+    # rejects it.
+    df, report = read_lines(tmp_path, [pre() + coll(), pre() + coll().replace(word, damaged, 1)])
+    assert len(df) == 1 and report.skipped == {"malformed COLL line (fields missing or garbled)": 1}

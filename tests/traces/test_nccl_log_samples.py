@@ -12,6 +12,8 @@ import pytest
 from tests.conftest import DATA
 from traces.nccl_log import read_nccl_logs
 
+pytestmark = pytest.mark.usefixtures("nccl_engine")  # every sample through both chunk readers (conftest)
+
 LOGS = DATA / "nccl_logs"
 
 
