@@ -60,11 +60,14 @@ Solver
     it and only the others are re-solved on the capacity left over. Each re-solve runs
     :func:`max_min_rates`, which freezes in one pass every link whose fair share is the smallest on all of
     its flows ("local bottlenecks"), so the passes number the depth of the bottleneck chain, not the links.
+    It runs the compiled kernel of :mod:`sim.maxmin_jit` where numba loads (``SOLVER``), else numpy; the
+    rates are bit-identical.
 """
 
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
@@ -106,6 +109,38 @@ def max_min_rates(flow_ptr: np.ndarray, link_idx: np.ndarray, capacity: np.ndarr
     >>> rates.round(3).tolist()
     [0.5, 1.5, 0.5]
     """
+    flow_ptr = np.ascontiguousarray(flow_ptr, dtype=np.int64)
+    link_idx = np.ascontiguousarray(link_idx, dtype=np.int64)
+    kernel = _compiled_kernel()
+    if kernel is not None:
+        rates, iterations = kernel(flow_ptr, link_idx, np.ascontiguousarray(capacity, dtype=np.float64))
+        return rates, int(iterations)
+    return max_min_rates_numpy(flow_ptr, link_idx, capacity)
+
+
+#: Max-min solver: "auto" (the compiled kernel of :mod:`sim.maxmin_jit` when numba loads, else numpy),
+#: "jit" or "numpy". Both give bit-identical rates (tested).
+SOLVER = "auto"
+_KERNEL: dict[str, Any] = {}
+
+
+def _compiled_kernel() -> Any:
+    if SOLVER == "numpy":
+        return None
+    if "kernel" not in _KERNEL:
+        try:
+            from sim.maxmin_jit import max_min_kernel
+        except Exception:  # noqa: BLE001 - no numba (or it cannot compile here): the numpy solver
+            if SOLVER == "jit":
+                raise
+            max_min_kernel = None
+        _KERNEL["kernel"] = max_min_kernel
+    return _KERNEL["kernel"]
+
+
+def max_min_rates_numpy(flow_ptr: np.ndarray, link_idx: np.ndarray, capacity: np.ndarray
+                        ) -> tuple[np.ndarray, int]:
+    """:func:`max_min_rates` in numpy (the fallback, and the reference the compiled kernel is tested on)."""
     flow_ptr = np.asarray(flow_ptr, dtype=np.int64)
     link_idx = np.asarray(link_idx, dtype=np.int64)
     if capacity.size > 4096 and 4 * link_idx.size < capacity.size:

@@ -100,9 +100,15 @@ def use_jit(total_bytes: int) -> bool:
         return False
     if ENGINE == "jit":
         return True
-    if importlib.util.find_spec("numba") is None:
+    if "traces.nccl_log_jit" in sys.modules:
+        return True
+    if total_bytes < JIT_MIN_BYTES or importlib.util.find_spec("numba") is None:
         return False
-    return "traces.nccl_log_jit" in sys.modules or total_bytes >= JIT_MIN_BYTES
+    try:  # a broken numba install (or a platform it cannot compile for) leaves the numpy path
+        import traces.nccl_log_jit  # noqa: F401
+    except Exception:  # noqa: BLE001 - any failure to load the kernel means: do without it
+        return False
+    return True
 
 
 def scan_file(path: Path, report: IngestReport, progress: Callable[[float], Any] | None = None,
