@@ -61,13 +61,10 @@ def _columns(buf: bytes, kernel_out: tuple, line_base: int, scan: FileScan, part
     ok = coll[:, J.C_OK] == 1
     if ok.any():
         c, words = coll[ok], u64[ok]
-        hcodes, hosts = J.distinct_spans(a, buf, np.ascontiguousarray(c[:, J.C_HS]),
-                                         np.ascontiguousarray(c[:, J.C_HE]))
         ccodes, comms = pd.factorize(words[:, 1])
         parts.append({
             "line": c[:, J.C_LINE] + line_base + 1,
-            "host": np.array([h.decode("utf-8", "replace") for h in hosts], dtype=object)[hcodes],
-            "pid": c[:, J.C_PID], "tid": c[:, J.C_TID], "ts_us": _stamps(buf, c[:, J.C_TS], c[:, J.C_OS], c[:, J.C_OE]),
+            "host": _text_column(a, buf, c[:, J.C_HS], c[:, J.C_HE]), "pid": c[:, J.C_PID], "tid": c[:, J.C_TID], "ts_us": _stamps(buf, c[:, J.C_TS], c[:, J.C_OS], c[:, J.C_OE]),
             "op": J.OP_NAMES[c[:, J.C_OP]], "opc": words[:, 0].view(np.int64), "count": c[:, J.C_COUNT],
             "dt": c[:, J.C_DT], "root": c[:, J.C_ROOT],
             "comm": np.array([f"0x{int(v):x}" for v in comms], dtype=object)[ccodes],
@@ -88,17 +85,13 @@ def _columns(buf: bytes, kernel_out: tuple, line_base: int, scan: FileScan, part
     tok = tun[:, J.T_OK] == 1
     if tok.any():
         t = tun[tok]
-        hcodes, hosts = J.distinct_spans(a, buf, np.ascontiguousarray(t[:, J.T_HS]),
-                                         np.ascontiguousarray(t[:, J.T_HE]))
-        names = {}
-        for col, start, end, fn in (("algo", J.T_AS, J.T_AE, L.algo_name), ("proto", J.T_PS, J.T_PE, L.proto_name)):
-            codes, uniq = J.distinct_spans(a, buf, np.ascontiguousarray(t[:, start]), np.ascontiguousarray(t[:, end]))
-            names[col] = np.array([fn(u.decode()) for u in uniq], dtype=object)[codes]
         op = np.where(t[:, J.T_OP] >= 0, J.OP_NAMES[np.maximum(t[:, J.T_OP], 0)], None)
         scan.tuning_parts.append({
             "line": t[:, J.T_LINE] + line_base + 1,
-            "host": np.array([h.decode("utf-8", "replace") for h in hosts], dtype=object)[hcodes],
-            "pid": t[:, J.T_PID], "op": op, "nbytes": t[:, J.T_NBYTES], **names,
+            "host": _text_column(a, buf, t[:, J.T_HS], t[:, J.T_HE]), "pid": t[:, J.T_PID], "op": op,
+            "nbytes": t[:, J.T_NBYTES],
+            "algo": _text_column(a, buf, t[:, J.T_AS], t[:, J.T_AE], lambda u: L.algo_name(u.decode())),
+            "proto": _text_column(a, buf, t[:, J.T_PS], t[:, J.T_PE], lambda u: L.proto_name(u.decode())),
         })
         ts = _stamps(buf, t[:, J.T_TS], t[:, J.T_OS], t[:, J.T_OE])
         ts = ts[ts != NO_TS]
@@ -107,6 +100,13 @@ def _columns(buf: bytes, kernel_out: tuple, line_base: int, scan: FileScan, part
     for line, ls, le in others.tolist():
         _parse_other(buf[ls:le].decode("utf-8", "replace").rstrip("\r"), line_base + line + 1, scan)
     return n_lines
+
+
+def _text_column(a: np.ndarray, buf: bytes, start: np.ndarray, end: np.ndarray,
+                 convert: Callable[[bytes], Any] = lambda u: u.decode("utf-8", "replace")) -> np.ndarray:
+    """Object column of ``convert(span)`` for the spans [start, end) of the chunk, converted once per value."""
+    codes, uniq = J.distinct_spans(a, buf, np.ascontiguousarray(start), np.ascontiguousarray(end))
+    return np.array([convert(u) for u in uniq], dtype=object)[codes]
 
 
 def _stamps(buf: bytes, ts: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
