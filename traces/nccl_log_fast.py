@@ -349,12 +349,17 @@ def outer_timestamps(ch: Chunk, start: np.ndarray, end: np.ndarray) -> np.ndarra
     out = np.where(ok, out, NO_TS)
     rest = np.flatnonzero(~ok)
     if len(rest):
-        buf = ch.buf
-        texts = [buf[a:z] for a, z in zip(start[rest].tolist(), end[rest].tolist(), strict=True)]
-        codes, uniq = pd.factorize(np.array(texts, dtype=object))
-        vals = [L.timestamp_us(u.decode("utf-8", "replace")) for u in uniq]
-        out[rest] = np.array([NO_TS if v is None else v for v in vals], dtype=np.int64)[codes]
+        out[rest] = text_timestamps(ch.buf, start[rest], end[rest])
     return out
+
+
+def text_timestamps(buf: bytes, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """:func:`nccl_log_lines.timestamp_us` of each text ``buf[start:end]`` (NO_TS when none), parsed once per
+    distinct text: the outer prefixes the fixed layouts cannot read."""
+    texts = [buf[a:z] for a, z in zip(start.tolist(), end.tolist(), strict=True)]
+    codes, uniq = pd.factorize(np.array(texts, dtype=object))
+    vals = [L.timestamp_us(u.decode("utf-8", "replace")) for u in uniq]
+    return np.array([NO_TS if v is None else v for v in vals], dtype=np.int64)[codes]
 
 
 def _days_from_civil(y: np.ndarray, m: np.ndarray, d: np.ndarray) -> np.ndarray:

@@ -15,6 +15,7 @@ import pandas as pd
 from traces import nccl_log_jit as J
 from traces import nccl_log_lines as L
 from traces.ingest_report import IngestReport
+from traces.nccl_log_fast import text_timestamps
 from traces.nccl_log_scan import NO_TS, FileScan, _empty_columns, _note_ts, _parse_other, _parse_slow
 
 #: Threads running the compiled kernel ahead of the thread that builds the columns (it releases the GIL).
@@ -115,8 +116,5 @@ def _stamps(buf: bytes, ts: np.ndarray, start: np.ndarray, end: np.ndarray) -> n
     if not len(rest):
         return ts
     ts = ts.copy()
-    texts = [buf[a:z] for a, z in zip(start[rest].tolist(), end[rest].tolist(), strict=True)]
-    codes, uniq = pd.factorize(np.array(texts, dtype=object))
-    vals = [L.timestamp_us(u.decode("utf-8", "replace")) for u in uniq]
-    ts[rest] = np.array([NO_TS if v is None else v for v in vals], dtype=np.int64)[codes]
+    ts[rest] = text_timestamps(buf, start[rest], end[rest])
     return ts
