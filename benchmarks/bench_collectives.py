@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 import sim
-from sim import tuning
+from sim.planning import tuning
 from topologies import fat_tree, nonblocking
 from traces.schema import new_metadata, validate
 

@@ -28,9 +28,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from traces import nccl_log_scan
+from traces.formats.nccl import scan as nccl_log_scan
+from traces.formats.nccl.reader import read_nccl_logs, write_nccl_log
 from traces.io import write_trace
-from traces.nccl_log import read_nccl_logs, write_nccl_log
 from traces.schema import DTYPE_BYTES, new_metadata
 
 HOSTS, GPN = 4, 8
@@ -151,7 +151,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--keep", type=Path, default=None, help="folder to keep the generated log in")
     parser.add_argument("--engine", choices=["auto", "jit", "numpy"], default="auto",
-                        help="chunk reader (traces.nccl_log_scan.ENGINE)")
+                        help="chunk reader (traces.formats.nccl.scan.ENGINE)")
     parser.add_argument("--cli", action="store_true", help="also time `simrun ingest` in a new process")
     args = parser.parse_args()
     nccl_log_scan.ENGINE = args.engine

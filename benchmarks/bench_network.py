@@ -1,11 +1,11 @@
-"""Speed of the flow network (sim/network.py): prints the median wall time of 3 runs per case.
+"""Speed of the flow network (sim/network/flow_network.py): prints the median wall time of 3 runs per case.
 
 Cases (issue 5): a 64-GPU all-to-all of 1 MiB per pair (4,032 flows) on a k=8 fat-tree, target < 2 s on
 one core; the same with random sizes (0.5-1.5 MiB: completions spread out, the hard case for exact
 re-solving); an 8-GPU ring AllReduce of 256 MiB as pipelined chunk flows released by completions (many
 small events); and a 256-GPU all-to-all as the scaling row. Each at ``completion_quantile`` 0 (exact) and
 0.01. ``route`` is the time of :class:`topologies.Router` (not this module), ``network`` the time of the
-:class:`~sim.network.FlowNetwork` alone, ``total`` of :func:`sim.flows.run_flows` (validation, routing,
+:class:`~sim.network.flow_network.FlowNetwork` alone, ``total`` of :func:`sim.flows.run_flows` (validation, routing,
 network, result tables).
 
 Run: ``python benchmarks/bench_network.py [--repeat 3] [--slow]``.
@@ -22,7 +22,7 @@ import pandas as pd
 
 import topologies
 from sim.flows import run_flows
-from sim.network import FlowNetwork
+from sim.network.flow_network import FlowNetwork
 
 MIB = 2**20
 

@@ -14,7 +14,7 @@ from sim.errors import SimError
 __all__ = ["Result", "SimError", "simulate", "simulate_flows"]
 
 _LAZY = {"simulate": ("sim.replay", "simulate"), "simulate_flows": ("sim.flows", "simulate_flows"),
-         "Result": ("sim.result", "Result")}
+         "Result": ("sim.results.result", "Result")}
 
 
 def __getattr__(name: str) -> Any:

@@ -3,7 +3,7 @@
 Each input row is one flow ``src -> dst`` (GPU slots) of ``bytes`` starting at ``start_s``. The flows are
 routed by :class:`topologies.Router` (``ecmp``: one hashed equal-cost path per flow, keyed by the row
 number so repeated pairs may take different paths; ``spray``: the bytes split evenly over the equal-cost
-paths; ``single``: one fixed path per pair) and replayed on a :class:`sim.network.FlowNetwork`, which
+paths; ``single``: one fixed path per pair) and replayed on a :class:`sim.network.flow_network.FlowNetwork`, which
 shares the directed link capacities max-min fairly and re-solves whenever a flow starts or ends.
 
 ``finish_s`` = the time the flow's last byte is sent + the sum of ``latency_us`` of the links on its path
@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from sim.errors import SimError
-from sim.network import FlowNetwork
+from sim.network.flow_network import FlowNetwork
 
 __all__ = ["FLOW_COLUMNS", "FlowsResult", "run_flows", "simulate_flows"]
 
@@ -104,7 +104,7 @@ def run_flows(topology: nx.Graph, flows: pd.DataFrame, routing: str = "ecmp", se
     topology, flows, routing, seed
         As for :func:`simulate_flows`.
     completion_quantile : float
-        Accuracy knob of :class:`~sim.network.FlowNetwork` (0 = exact).
+        Accuracy knob of :class:`~sim.network.flow_network.FlowNetwork` (0 = exact).
     bin_s : float, optional
         Time-bin width of the network's per-link byte series.
 

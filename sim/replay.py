@@ -1,9 +1,9 @@
 """``simulate(trace, topology, ...) -> Result``: a trace replayed as NCCL-style flows over a topology.
 
-The trace becomes a :class:`sim.engine.Workload` (rank programs over op instances: one per ``(comm, seq)``
+The trace becomes a :class:`sim.engine.core.Workload` (rank programs over op instances: one per ``(comm, seq)``
 collective, one per matched Send/Recv pair); each op's transfers come from
-:func:`sim.collectives.plan_collective` and their routes from :class:`topologies.routing.Router`; the
-:class:`sim.engine.Engine` runs them over a :class:`sim.network.FlowNetwork`. The same workload is run a
+:func:`sim.planning.collectives.plan_collective` and their routes from :class:`topologies.routing.Router`; the
+:class:`sim.engine.core.Engine` runs them over a :class:`sim.network.flow_network.FlowNetwork`. The same workload is run a
 second time over :func:`topologies.nonblocking` of the graph (the ideal reference: same access links, one
 non-blocking crossbar) for ``ideal_makespan_s`` and each collective's ``ideal_s``.
 """
@@ -21,7 +21,7 @@ import networkx as nx
 import numpy as np
 import pandas as pd
 
-from sim.engine import Engine, EngineLog, PathTable, PreparedOp, Workload, reverse_csr
+from sim.engine.core import Engine, EngineLog, PathTable, PreparedOp, Workload, reverse_csr
 from sim.errors import SimError
 
 #: Options of :func:`simulate` besides its named parameters.
@@ -310,9 +310,9 @@ class Preparer:
 
 def plan_op(rec: Mapping, split: np.ndarray | None, algo: str, graph: nx.Graph, meta: Mapping,
             options: Mapping[str, Any]):
-    """:func:`sim.collectives.plan_collective` for one collective op instance (ring orders from the
+    """:func:`sim.planning.collectives.plan_collective` for one collective op instance (ring orders from the
     trace metadata when it logged them)."""
-    from sim.collectives import plan_collective
+    from sim.planning.collectives import plan_collective
 
     rings = (meta.get("rings") or {}).get(rec["comm"])
     return plan_collective(rec["op"], int(rec["rank_bytes"]), rec["members"], algo=algo, root=int(rec["root"]),
@@ -320,8 +320,8 @@ def plan_op(rec: Mapping, split: np.ndarray | None, algo: str, graph: nx.Graph, 
 
 
 def plan_p2p(rec: Mapping, algo: str, graph: nx.Graph, options: Mapping[str, Any]):
-    """:func:`sim.collectives.plan_collective` for a matched Send/Recv pair."""
-    from sim.collectives import plan_collective
+    """:func:`sim.planning.collectives.plan_collective` for a matched Send/Recv pair."""
+    from sim.planning.collectives import plan_collective
 
     return plan_collective("Send", int(rec["rank_bytes"]), [int(rec["src"]), int(rec["dst"])], algo=algo,
                            graph=graph, **options)
@@ -345,12 +345,12 @@ def run_engine(workload: Workload, preparer: Preparer, router, paths: PathTable,
                link_stats: bool = True, memo: dict | None = None) -> EngineLog:
     """One replay of ``workload`` over the routes of ``router``.
 
-    When a memoised op turns out not to have been alone (:class:`sim.engine.MemoConflict`), the replay
+    When a memoised op turns out not to have been alone (:class:`sim.engine.core.MemoConflict`), the replay
     starts again with that op's key never replayed; records stay valid and are kept. After a few
     conflicts memoisation is switched off.
     """
-    from sim.engine import MemoConflict
-    from sim.network import FlowNetwork
+    from sim.engine.core import MemoConflict
+    from sim.network.flow_network import FlowNetwork
 
     cap = router.links["capacity_gbps"].to_numpy(np.float64) * 1e9 / 8
     memo = {} if memo is None else memo
@@ -373,7 +373,7 @@ def nvlink_records(records: Mapping, preparer: Preparer, router) -> dict:
     crosses no network link runs the same on both fabrics: its isolated duration carries over exactly.
     The ideal run keeps no link statistics or flow log, so only the duration is kept.
     """
-    from sim.engine import Record
+    from sim.engine.core import Record
 
     kinds = router.links["kind"].to_numpy()
     out = {}
@@ -468,7 +468,7 @@ def simulate(trace_df: pd.DataFrame, topology, algo: str = "auto", routing: str 
 
     Returns
     -------
-    sim.result.Result
+    sim.results.result.Result
 
     Raises
     ------
@@ -482,8 +482,9 @@ def simulate(trace_df: pd.DataFrame, topology, algo: str = "auto", routing: str 
     True
     """
     import topologies
-    from sim import anomalies, metrics
-    from sim.result import Result
+    from sim import anomalies
+    from sim.results import metrics
+    from sim.results.result import Result
     from topologies.routing import Router
     from traces.schema import validate
 

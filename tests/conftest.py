@@ -28,7 +28,7 @@ def data_dir() -> Path:
 @pytest.fixture(params=["numpy", "jit"])
 def nccl_engine(request, monkeypatch) -> str:
     """Run a test on both NCCL-log chunk readers (the compiled one needs numba)."""
-    from traces import nccl_log_scan
+    from traces.formats.nccl import scan as nccl_log_scan
 
     if request.param == "jit":
         pytest.importorskip("numba")

@@ -19,9 +19,9 @@ from topologies.errors import TopologyError
 # error handling) and `import topologies` stay quick.
 _LAZY = {
     "PRESETS": "topologies.config", "build": "topologies.config", "check_parameters": "topologies.config",
-    "preset_parameters": "topologies.config", "summary": "topologies.describe", "fat_tree": "topologies.fat_tree",
-    "nonblocking": "topologies.ideal", "leaf_spine": "topologies.leaf_spine", "rail_only": "topologies.rails",
-    "rail_optimized": "topologies.rails", "MAX_SPRAY_PATHS": "topologies.routing",
+    "preset_parameters": "topologies.config", "summary": "topologies.describe", "fat_tree": "topologies.builders.fat_tree",
+    "nonblocking": "topologies.builders.ideal", "leaf_spine": "topologies.builders.leaf_spine", "rail_only": "topologies.builders.rails",
+    "rail_optimized": "topologies.builders.rails", "MAX_SPRAY_PATHS": "topologies.routing",
     "ROUTING_MODES": "topologies.routing", "Router": "topologies.routing", "Routes": "topologies.routing",
     "link_table": "topologies.routing", "validate_graph": "topologies.schema",
 }

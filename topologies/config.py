@@ -12,10 +12,10 @@ from typing import Any
 import networkx as nx
 import yaml
 
+from topologies.builders.fat_tree import fat_tree
+from topologies.builders.leaf_spine import leaf_spine
+from topologies.builders.rails import rail_only, rail_optimized
 from topologies.errors import TopologyError
-from topologies.fat_tree import fat_tree
-from topologies.leaf_spine import leaf_spine
-from topologies.rails import rail_only, rail_optimized
 from topologies.schema import (
     EDGE_KINDS,
     NODE_KINDS,

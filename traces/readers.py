@@ -39,11 +39,11 @@ Progress = Callable[[float], Any] | None
 #: format name -> (module, reader function, detector function). Order matters for detection: the
 #: structured formats are tried before the free-text NCCL log, whose detector is the most lenient.
 FORMATS: dict[str, tuple[str, str, str]] = {
-    "inspector": ("traces.inspector", "read_inspector", "looks_like_inspector"),
-    "profiler": ("traces.nccl_profiler", "read_nccl_profiler", "looks_like_nccl_profiler"),
-    "kineto": ("traces.kineto", "read_kineto", "looks_like_kineto"),
-    "param": ("traces.param", "read_param", "looks_like_param"),
-    "nccl": ("traces.nccl_log", "read_nccl_logs", "looks_like_nccl_log"),
+    "inspector": ("traces.formats.inspector", "read_inspector", "looks_like_inspector"),
+    "profiler": ("traces.formats.nccl_profiler", "read_nccl_profiler", "looks_like_nccl_profiler"),
+    "kineto": ("traces.formats.kineto", "read_kineto", "looks_like_kineto"),
+    "param": ("traces.formats.param", "read_param", "looks_like_param"),
+    "nccl": ("traces.formats.nccl.reader", "read_nccl_logs", "looks_like_nccl_log"),
 }
 #: How many bytes of each file detection looks at (Kineto puts ``traceEvents`` after its header).
 HEAD_BYTES = 256 * 1024
@@ -157,7 +157,7 @@ def detect_format(path: Path) -> str:
             continue
         if getattr(module, detector)(head):
             return fmt
-    from traces.inspector import looks_like_inspector_prometheus
+    from traces.formats.inspector import looks_like_inspector_prometheus
 
     if looks_like_inspector_prometheus(head):
         raise TraceError(

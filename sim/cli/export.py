@@ -20,8 +20,7 @@ def command(trace: str, fmt: str, output: Path, per_host: bool) -> None:
     (NCCL_DEBUG=INFO, NCCL_DEBUG_SUBSYS=INIT,COLL), which `simrun ingest` and other NCCL-log tools read."""
     if fmt not in _EXPORT_FORMATS:
         raise click.UsageError(f"--format {fmt!r} is not supported; choose one of: {', '.join(_EXPORT_FORMATS)}")
-    from traces.nccl_log import write_nccl_log
-
+    from traces.formats.nccl.reader import write_nccl_log
     from traces.io import read_trace
 
     df = read_trace(trace)

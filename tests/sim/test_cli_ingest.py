@@ -83,8 +83,8 @@ def test_export_unknown_format_is_usage_error(tmp_path: Path, capsys: pytest.Cap
 
 
 def test_export_nccl(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    if importlib.util.find_spec("traces.nccl_log") is None:
-        pytest.skip("traces.nccl_log is not written yet")
+    if importlib.util.find_spec("traces.formats.nccl.reader") is None:
+        pytest.skip("traces.formats.nccl.reader is not written yet")
     parquet = tmp_path / "t.parquet"
     assert _run(["ingest", str(KINETO), "-o", str(parquet)], capsys)[0] == 0
     code, stdout, stderr = _run(["export", str(parquet), "--format", "nccl", "-o", str(tmp_path / "log.txt")],

@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 
 import sim
-from sim import tuning
 from sim.errors import SimError
+from sim.planning import tuning
 from topologies import fat_tree, leaf_spine, nonblocking
 from traces.schema import new_metadata, validate
 

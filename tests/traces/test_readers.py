@@ -48,8 +48,8 @@ def test_detects_real_files() -> None:
 
 
 def test_detects_nccl_log(tmp_path: Path) -> None:
-    if importlib.util.find_spec("traces.nccl_log") is None:
-        pytest.skip("traces.nccl_log is not written yet")
+    if importlib.util.find_spec("traces.formats.nccl.reader") is None:
+        pytest.skip("traces.formats.nccl.reader is not written yet")
     path = tmp_path / "rank0.log"
     path.write_text("host:123:456 [0] NCCL INFO AllReduce: opCount 0 sendbuff 0x7f00 recvbuff 0x7f00 count 1024 "
                     "datatype 7 op 0 root 0 comm 0x55aa nranks 2 stream 0x0\n")

@@ -140,8 +140,8 @@ def _canonical(df: pd.DataFrame) -> pd.DataFrame:
     ("deepseek-v3", dict(engine="reference", tp=4, requests=1, prompt_tokens=3, output_tokens=2)),
 ])
 def test_export_nccl_then_ingest_gives_the_same_trace(model, plan, tmp_path):
-    pytest.importorskip("traces.nccl_log", reason="traces/nccl_log.py (the NCCL-log writer) is not built")
-    from traces.nccl_log_write import comm_id_hex
+    pytest.importorskip("traces.formats.nccl.reader", reason="traces/formats/nccl/reader.py (the NCCL-log writer) is not built")
+    from traces.formats.nccl.writer import comm_id_hex
     from traces.readers import ingest  # (`from traces import ingest` fails under pytest: see report)
 
     df = synthesize(model, **plan)

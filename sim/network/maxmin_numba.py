@@ -1,0 +1,125 @@
+"""Compiled (numba) max-min fair rates: :func:`sim.network.flow_network.max_min_rates` as one loop nest.
+
+The numpy version spends most of a solve in call overhead and in temporaries the size of the incidence
+list. This kernel runs the same passes with the same float operations in the same order (per-link sums
+accumulated in incidence order, then subtracted), so its rates are bit-identical to the numpy version's
+(a hypothesis test checks it). numba caches the machine code on disk (``cache=True``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+#: Relative tolerance when comparing fair shares (the numpy version's ``_SHARE_RTOL``).
+SHARE_RTOL = 1e-12
+
+
+@njit(cache=True, nogil=True)
+def max_min_kernel(flow_ptr, link_idx, capacity):
+    """Max-min fair rates (progressive filling, local bottlenecks frozen per pass) and the pass count.
+
+    Same parameters and results as :func:`sim.network.flow_network.max_min_rates`.
+    """
+    n = len(flow_ptr) - 1
+    base = flow_ptr[0]
+    nnz = flow_ptr[n] - base
+    m_all = len(capacity)
+    lk = np.empty(nnz, dtype=np.int64)
+    if m_all > 4096 and 4 * nnz < m_all:
+        # A big fabric and few links in use: number the used links 0..u-1 (in link-id order, as np.unique
+        # does) so per-link arrays stay small.
+        order = np.argsort(link_idx[base:base + nnz], kind="mergesort")
+        used = np.empty(nnz, dtype=np.int64)
+        u = -1
+        last = -1
+        for j in range(nnz):
+            lid = link_idx[base + order[j]]
+            if lid != last:
+                u += 1
+                used[u] = lid
+                last = lid
+            lk[order[j]] = u
+        m = u + 1
+        cap = np.empty(m)
+        for k in range(m):
+            cap[k] = capacity[used[k]]
+    else:
+        for j in range(nnz):
+            lk[j] = link_idx[base + j]
+        m = m_all
+        cap = capacity
+    residual = np.empty(m)
+    # The links in use, once: per-pass work then touches only them and the flows not yet frozen (the
+    # numpy version moves frozen flows' incidences to a sentinel link instead; same rates).
+    seen = np.zeros(m, dtype=np.bool_)
+    links = np.empty(nnz, dtype=np.int64)
+    n_links = 0
+    for e in range(nnz):
+        k = lk[e]
+        if not seen[k]:
+            seen[k] = True
+            links[n_links] = k
+            n_links += 1
+            residual[k] = cap[k]
+    rates = np.empty(n)
+    count = np.zeros(m, dtype=np.int64)
+    share = np.empty(m)
+    flow_min = np.empty(n)
+    blocked = np.zeros(m, dtype=np.bool_)
+    taken = np.zeros(m)
+    active = np.arange(n)  # flows not frozen, in flow order; compacted after each pass
+    n_active = n
+    up = 1.0 + SHARE_RTOL
+    iterations = 0
+    while True:
+        iterations += 1
+        for i in range(n_links):
+            count[links[i]] = 0
+        for i in range(n_active):
+            f = active[i]
+            for e in range(flow_ptr[f] - base, flow_ptr[f + 1] - base):
+                count[lk[e]] += 1
+        for i in range(n_links):
+            k = links[i]
+            if count[k]:
+                share[k] = residual[k] / count[k]
+            blocked[k] = False
+        for i in range(n_active):
+            f = active[i]
+            e0 = flow_ptr[f] - base
+            lo = share[lk[e0]]
+            for e in range(e0 + 1, flow_ptr[f + 1] - base):
+                if share[lk[e]] < lo:
+                    lo = share[lk[e]]
+            flow_min[f] = lo
+        for i in range(n_active):
+            f = active[i]
+            bound = flow_min[f] * up
+            for e in range(flow_ptr[f] - base, flow_ptr[f + 1] - base):
+                if bound < share[lk[e]]:
+                    blocked[lk[e]] = True
+        for i in range(n_links):
+            taken[links[i]] = 0.0
+        kept = 0
+        for i in range(n_active):
+            f = active[i]
+            frozen = False
+            for e in range(flow_ptr[f] - base, flow_ptr[f + 1] - base):
+                if not blocked[lk[e]]:
+                    frozen = True
+                    break
+            if frozen:
+                rates[f] = flow_min[f]
+                for e in range(flow_ptr[f] - base, flow_ptr[f + 1] - base):
+                    taken[lk[e]] += flow_min[f]  # per link in incidence order, as np.bincount sums
+            else:
+                active[kept] = f
+                kept += 1
+        n_active = kept
+        if not n_active:
+            break
+        for i in range(n_links):
+            k = links[i]
+            residual[k] = max(residual[k] - taken[k], 0.0)
+    return rates, iterations

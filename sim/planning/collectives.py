@@ -1,0 +1,477 @@
+"""Collective decomposition: op × algorithm → :class:`TransferPlan` (pure functions, no network).
+
+A plan is a DAG of point-to-point transfers. Transfer ``i`` moves ``bytes[i]`` from GPU ``src[i]`` to GPU
+``dst[i]`` on NCCL channel ``channel[i]``; it may start once every transfer in
+``dep_idx[dep_ptr[i]:dep_ptr[i+1]]`` has finished, and then pays ``delay_s[i]`` of software latency before
+its bytes move. Transfers are listed in a topological order (every dependency has a smaller index).
+
+Shapes (``n`` ranks, ``K`` channels, ``C`` chunks; see ``docs/collectives.md``):
+
+========================  ===============================================  ==================
+op / algorithm            transfers                                        bytes each
+========================  ===============================================  ==================
+AllReduce ring            K · 2(n−1) steps · n ranks · C                   S / (K·n·C)
+AllGather / ReduceScatter K · (n−1) · n · C                                S_rank / (K·C)
+Broadcast / Reduce ring   K · (n−1) hops · C  (a chain from / to the root)  S / (K·C)
+AllReduce tree            K · 2(n−1) tree edges (up + down) · C            S / (K·C)
+AllToAll direct           n(n−1) pairs (non-zero ones) · parts             split[i][j] / parts
+Send/Recv, Gather/Scatter 1 or n−1 transfers · parts                       S / parts
+========================  ===============================================  ==================
+
+Pipelining: a rank's sends on one channel form a chain in NCCL's kernel order, and a forwarded chunk
+waits for its arrival. On a ring, step ``s`` chunk ``c`` from rank ``p`` depends on step ``s−1`` chunk
+``c`` from rank ``p−1`` (the data it forwards) and on ``p``'s previous send (chunk ``c−1`` of the same
+step, or the last chunk of step ``s−1``), which stands in for NCCL's slot flow control. Trees and chains
+do the same per edge. Only chunk 0 of each step pays the step latency (later chunks are pipelined
+behind it) and every transfer without dependencies also pays the launch (base) latency.
+
+Zero bytes (or a one-rank communicator) give an empty plan: NCCL returns at once for count 0, so the
+engine should complete an empty plan when it starts.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from sim.errors import SimError
+from sim.planning import logical, tuning
+
+__all__ = ["TransferPlan", "plan_collective"]
+
+_OPS = ("AllReduce", "AllGather", "ReduceScatter", "Broadcast", "Reduce", "AllToAll", "Send", "Recv",
+        "Gather", "Scatter")
+_ROOTED = ("Broadcast", "Reduce", "Gather", "Scatter")
+_I32 = np.int32
+_I64 = np.int64
+
+
+@dataclass(frozen=True, eq=False)
+class TransferPlan:
+    """Transfers of one collective and their dependencies (CSR), all numpy arrays of one length.
+
+    Attributes
+    ----------
+    src, dst : ndarray of int32
+        Global ranks (GPU slots).
+    bytes : ndarray of float64
+        Payload of each transfer (protocol overhead excluded).
+    channel : ndarray of int32
+        NCCL channel id (also the flow key the engine hashes for ECMP).
+    delay_s : ndarray of float64
+        Software latency paid once the dependencies are met.
+    dep_ptr, dep_idx : ndarray of int64
+        Transfer ``i`` starts when every ``dep_idx[dep_ptr[i]:dep_ptr[i+1]]`` has finished.
+    algo, proto : str
+        ``ring`` / ``tree`` / ``direct`` and ``LL`` / ``LL128`` / ``Simple``.
+    step, chunk : ndarray of int32
+        Diagnostics: the algorithm step (ring step, chain hop, tree level) and the chunk of each transfer.
+    """
+
+    src: np.ndarray
+    dst: np.ndarray
+    bytes: np.ndarray
+    channel: np.ndarray
+    delay_s: np.ndarray
+    dep_ptr: np.ndarray
+    dep_idx: np.ndarray
+    algo: str
+    proto: str
+    step: np.ndarray | None = None
+    chunk: np.ndarray | None = None
+
+    def __len__(self) -> int:
+        return len(self.src)
+
+    @property
+    def total_bytes(self) -> float:
+        """Sum of the transfers' bytes."""
+        return float(self.bytes.sum())
+
+    @classmethod
+    def empty(cls, algo: str, proto: str) -> TransferPlan:
+        """A plan with no transfers (zero bytes, one rank)."""
+        z32, z64 = np.zeros(0, _I32), np.zeros(0, _I64)
+        return cls(src=z32, dst=z32.copy(), bytes=np.zeros(0), channel=z32.copy(), delay_s=np.zeros(0),
+                   dep_ptr=np.zeros(1, _I64), dep_idx=z64, algo=algo, proto=proto, step=z32.copy(),
+                   chunk=z32.copy())
+
+
+# --- assembly: edges × chunks → a topologically ordered CSR plan --------------------------------------
+
+@dataclass
+class _Edges:
+    """Per-channel pipeline stages ("edges") before chunking.
+
+    ``pred`` (CSR) lists the edges whose same chunk must have arrived; ``prev`` is the edge the same
+    sender serves just before this one (its last chunk precedes this edge's chunk 0), or -1.
+    """
+
+    src: np.ndarray
+    dst: np.ndarray
+    channel: np.ndarray
+    step: np.ndarray
+    bytes: np.ndarray
+    delay_s: np.ndarray
+    pred_ptr: np.ndarray
+    pred_idx: np.ndarray
+    prev: np.ndarray
+    pos: np.ndarray  # tie-break key (ring position)
+
+
+def _excl_cumsum(counts: np.ndarray) -> np.ndarray:
+    out = np.zeros(len(counts) + 1, dtype=_I64)
+    np.cumsum(counts, out=out[1:])
+    return out
+
+
+def _segments(starts: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Row r copies ``counts[r]`` items from ``starts[r]``: the row, source position and offset within
+    the row of every copied item."""
+    total = int(counts.sum())
+    row = np.repeat(np.arange(len(counts), dtype=_I64), counts)
+    k = np.arange(total, dtype=_I64) - np.repeat(_excl_cumsum(counts)[:-1], counts)
+    return row, starts[row] + k, k
+
+
+def _assemble(e: _Edges, nchunks: int, step_major: bool, base_delay_s: float, algo: str,
+              proto: str) -> TransferPlan:
+    n_edges, c_n = len(e.src), nchunks
+    t_e = np.repeat(np.arange(n_edges, dtype=_I64), c_n)
+    t_c = np.tile(np.arange(c_n, dtype=_I64), n_edges)
+    n_t = len(t_e)
+    npred = np.diff(e.pred_ptr)[t_e]
+    chain = (t_c > 0) | (e.prev[t_e] >= 0)
+    cnt = npred + chain
+    ptr = _excl_cumsum(cnt)
+    dep = np.empty(int(ptr[-1]), dtype=_I64)
+    # transfer (edge, chunk) = edge * C + chunk: first its predecessors' same chunk, then its own chain
+    row, src_pos, k = _segments(e.pred_ptr[t_e], npred)
+    dep[ptr[row] + k] = e.pred_idx[src_pos] * c_n + t_c[row]
+    rows = np.flatnonzero(chain)
+    own_prev = np.where(t_c[rows] > 0, rows - 1, e.prev[t_e[rows]] * c_n + (c_n - 1))
+    dep[ptr[rows] + npred[rows]] = own_prev
+
+    ch_t, step_t = e.channel[t_e], e.step[t_e]
+    if step_major:  # ring: step, then chunk, channel, position
+        order = np.lexsort((e.pos[t_e], ch_t, t_c, step_t))
+    else:           # chains and trees: chunk, then step (upstream first), channel
+        order = np.lexsort((e.pos[t_e], ch_t, step_t, t_c))
+    new_id = np.empty(n_t, dtype=_I64)
+    new_id[order] = np.arange(n_t, dtype=_I64)
+    cnt_new = cnt[order]
+    ptr_new = _excl_cumsum(cnt_new)
+    row_new, old_pos, _ = _segments(ptr[order], cnt_new)
+    dep_new = new_id[dep[old_pos]]
+    if np.any(dep_new >= row_new):  # a construction bug, never bad input
+        raise RuntimeError("collective plan is not in topological order")
+
+    te = t_e[order]
+    delay = np.where(t_c[order] == 0, e.delay_s[te], 0.0) + np.where(cnt_new == 0, base_delay_s, 0.0)
+    return TransferPlan(src=e.src[te].astype(_I32), dst=e.dst[te].astype(_I32),
+                        bytes=(e.bytes[te] / c_n).astype(np.float64), channel=e.channel[te].astype(_I32),
+                        delay_s=delay, dep_ptr=ptr_new, dep_idx=dep_new, algo=algo, proto=proto,
+                        step=e.step[te].astype(_I32), chunk=t_c[order].astype(_I32))
+
+
+# --- rings ------------------------------------------------------------------------------------------------
+
+def _ring_edges(rings: np.ndarray, nsteps: int, step_bytes: float, step_delay_s: float) -> _Edges:
+    """Every step, every rank sends to its ring successor; step s forwards what arrived at step s−1."""
+    k, n = rings.shape
+    s, ch, p = (a.reshape(-1) for a in np.meshgrid(np.arange(nsteps), np.arange(k), np.arange(n),
+                                                   indexing="ij"))
+    has_pred = s >= 1  # edge id is (s * k + ch) * n + p, the meshgrid order
+    pred_idx = (((s - 1) * k + ch) * n + (p - 1) % n)[has_pred]
+    prev = np.where(has_pred, ((s - 1) * k + ch) * n + p, -1)
+    return _Edges(src=rings[ch, p], dst=rings[ch, (p + 1) % n], channel=ch, step=s,
+                  bytes=np.full(len(s), float(step_bytes)), delay_s=np.full(len(s), step_delay_s),
+                  pred_ptr=_excl_cumsum(has_pred.astype(_I64)), pred_idx=pred_idx.astype(_I64),
+                  prev=prev.astype(_I64), pos=p)
+
+
+def _chain_edges(orders: np.ndarray, hop_bytes: float, hop_delay_s: float) -> _Edges:
+    """A pipelined chain along each channel's order: hop h forwards what hop h−1 delivered."""
+    k, n = orders.shape
+    h, ch = (a.reshape(-1) for a in np.meshgrid(np.arange(n - 1), np.arange(k), indexing="ij"))
+    has_pred = h >= 1
+    pred_idx = ((h - 1) * k + ch)[has_pred]
+    return _Edges(src=orders[ch, h], dst=orders[ch, h + 1], channel=ch, step=h,
+                  bytes=np.full(len(h), float(hop_bytes)), delay_s=np.full(len(h), hop_delay_s),
+                  pred_ptr=_excl_cumsum(has_pred.astype(_I64)), pred_idx=pred_idx.astype(_I64),
+                  prev=np.full(len(h), -1, _I64), pos=h)
+
+
+# --- trees ------------------------------------------------------------------------------------------------
+
+def _tree_edges(ranks: np.ndarray, parents: list[np.ndarray], server: np.ndarray, ch_bytes: float,
+                proto: str) -> _Edges:
+    """Reduce up every channel's tree, then broadcast down it, chunk by chunk."""
+    src, dst, chan, step, delay, preds = [], [], [], [], [], []
+    offset = 0
+    for ch, parent in enumerate(parents):
+        n = len(parent)
+        children: list[list[int]] = [[] for _ in range(n)]
+        for v in range(n):
+            if parent[v] >= 0:
+                children[parent[v]].append(v)
+        depth = np.zeros(n, dtype=_I64)
+        order = []  # BFS from the root: parents before children
+        root = int(np.flatnonzero(parent < 0)[0])
+        queue = deque([root])
+        while queue:
+            v = queue.popleft()
+            order.append(v)
+            for w in children[v]:
+                depth[w] = depth[v] + 1
+                queue.append(w)
+        height = np.zeros(n, dtype=_I64)
+        for v in reversed(order):
+            if children[v]:
+                height[v] = 1 + max(height[w] for w in children[v])
+        top = int(height[root])
+        non_root = [v for v in order if v != root]
+        up_id = {v: offset + i for i, v in enumerate(non_root)}
+        down_id = {v: offset + len(non_root) + i for i, v in enumerate(non_root)}
+        for v in non_root:  # up: v -> parent, after every child of v delivered
+            src.append(ranks[v])
+            dst.append(ranks[parent[v]])
+            step.append(height[v])
+            preds.append([up_id[w] for w in children[v]])
+        for v in non_root:  # down: parent -> v, after the parent got it (the root: after the reduction)
+            p = int(parent[v])
+            src.append(ranks[p])
+            dst.append(ranks[v])
+            step.append(top + depth[p])
+            preds.append([up_id[w] for w in children[p]] if p == root else [down_id[p]])
+        for a, b in ((v, parent[v]) for v in non_root):
+            delay.append(tuning.tree_hop_latency_s(proto, bool(server[a] != server[b])))
+        delay.extend(delay[-len(non_root):] if non_root else [])
+        chan.extend([ch] * (2 * len(non_root)))
+        offset += 2 * len(non_root)
+    counts = np.array([len(p) for p in preds], dtype=_I64)
+    flat = np.array([x for p in preds for x in p], dtype=_I64)
+    m = len(src)
+    return _Edges(src=np.array(src, _I64), dst=np.array(dst, _I64), channel=np.array(chan, _I64),
+                  step=np.array(step, _I64), bytes=np.full(m, float(ch_bytes)), delay_s=np.array(delay),
+                  pred_ptr=_excl_cumsum(counts), pred_idx=flat, prev=np.full(m, -1, _I64),
+                  pos=np.arange(m, dtype=_I64))
+
+
+# --- direct -----------------------------------------------------------------------------------------------
+
+def _direct(src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray, parts: int, server: dict[int, int],
+            proto: str, algo: str) -> TransferPlan:
+    """Independent transfers, each split over ``parts`` channels."""
+    keep = nbytes > 0
+    src, dst, nbytes = src[keep], dst[keep], nbytes[keep].astype(np.float64)
+    m = len(src) * parts
+    s = np.repeat(src, parts)
+    d = np.repeat(dst, parts)
+    inter = np.array([server.get(int(a), a) != server.get(int(b), b) for a, b in zip(src, dst, strict=True)],
+                     dtype=bool)
+    lat = np.where(inter, tuning.p2p_latency_s(proto, True), tuning.p2p_latency_s(proto, False))
+    return TransferPlan(src=s.astype(_I32), dst=d.astype(_I32), bytes=np.repeat(nbytes / parts, parts),
+                        channel=np.tile(np.arange(parts, dtype=_I32), len(src)),
+                        delay_s=np.repeat(lat, parts), dep_ptr=np.zeros(m + 1, _I64),
+                        dep_idx=np.zeros(0, _I64), algo=algo, proto=proto, step=np.zeros(m, _I32),
+                        chunk=np.zeros(m, _I32))
+
+
+# --- inputs -----------------------------------------------------------------------------------------------
+
+def _from_graph(graph, ranks: np.ndarray) -> tuple[np.ndarray, tuning.CostModel]:
+    """Servers of the ranks and the per-GPU NVLink / network rates of a SPEC §4 topology."""
+    servers = []
+    for r in ranks:
+        node = f"gpu{int(r)}"
+        if node not in graph:
+            raise SimError(f"topology {graph.graph.get('name', '')!r} has no node {node} for rank {int(r)}")
+        servers.append(int(graph.nodes[node].get("server", int(r))))
+    intra = inter = 0.0
+    node = f"gpu{int(ranks[0])}"
+    for _, _, data in graph.edges(node, data=True):
+        gbps = float(data.get("capacity_gbps", 0.0))
+        if data.get("kind") == "nvlink":
+            intra += gbps
+        else:
+            inter += gbps
+    default = tuning.CostModel()
+    model = tuning.CostModel(
+        intra_bw_bytes_per_s=intra * 1e9 / 8 if intra > 0 else default.intra_bw_bytes_per_s,
+        inter_bw_bytes_per_s=inter * 1e9 / 8 if inter > 0 else default.inter_bw_bytes_per_s)
+    return np.array(servers, dtype=_I64), model
+
+
+def _split_matrix(split_bytes, nbytes: float, n: int) -> np.ndarray:
+    if split_bytes is None:
+        m = np.full((n, n), float(nbytes))
+    else:
+        m = np.array(split_bytes, dtype=np.float64)
+        if m.shape != (n, n):
+            raise SimError(f"split_bytes: shape {m.shape} does not match {n} ranks (needs {n} x {n})")
+        if not np.all(np.isfinite(m)) or np.any(m < 0):
+            raise SimError("split_bytes: entries must be finite and >= 0")
+    np.fill_diagonal(m, 0.0)  # a rank's own share stays local
+    return m
+
+
+def plan_collective(op: str, nbytes: float, ranks: Sequence[int] | np.ndarray, *, algo: str = "auto",
+                    root: int = -1, split_bytes=None, server_of: Sequence[int] | np.ndarray | None = None,
+                    rings: Sequence[Sequence[int]] | None = None, nchannels: int | None = None,
+                    chunk_bytes: float | None = None, max_chunks: int = tuning.DEFAULT_MAX_CHUNKS,
+                    max_channels: int = tuning.DEFAULT_MAX_CHANNELS,
+                    max_transfers: int = tuning.DEFAULT_MAX_TRANSFERS, proto: str | None = None,
+                    model: tuning.CostModel | None = None, graph=None,
+                    channels: int | None = None, merge_nvlink_channels: bool = True) -> TransferPlan:
+    """Decompose one collective into transfers, as NCCL runs it.
+
+    Parameters
+    ----------
+    op : str
+        A SPEC §3 op name.
+    nbytes : float
+        The row's ``bytes``: AllReduce/Broadcast/Reduce the buffer; AllGather per-rank send bytes;
+        ReduceScatter per-rank receive bytes; AllToAll bytes to each peer; Send/Recv the message;
+        Gather/Scatter each non-root rank's share.
+    ranks : sequence of int
+        Global ranks in comm-rank order. Send/Recv: ``[sender, receiver]``.
+    algo : str
+        ``auto`` (NCCL's tuner, :func:`sim.planning.tuning.choose_algorithm`), ``ring``, ``tree`` or ``direct``.
+        An algorithm the op does not have falls back to ``auto``.
+    root : int
+        Root comm rank of Broadcast/Reduce/Gather/Scatter.
+    split_bytes : array-like (n, n), optional
+        Uneven AllToAll: ``split_bytes[i][j]`` = bytes comm rank i sends comm rank j (diagonal ignored).
+    server_of : sequence of int, optional
+        Server of each rank (NVLink-aware rings, trees, node counts). Default: from ``graph``, else one
+        server.
+    rings : list of list of int, optional
+        Logged ring orders (global ranks), one per channel; replace the NVLink-aware rings.
+    nchannels, channels : int, optional
+        Channels to use (``channels`` is an alias). Default: NCCL's size rule up to ``max_channels``;
+        for direct ops the number of parts each pair's bytes are split into (default 1).
+    chunk_bytes : float, optional
+        Pipelining grain (default: one NCCL FIFO step of the protocol).
+    max_chunks : int
+        Most chunks per channel and step (plan size knob).
+    max_channels : int
+        Most channels NCCL's size rule may pick.
+    merge_nvlink_channels : bool
+        On a communicator inside one server (no ``nchannels`` given), plan one channel instead of NCCL's
+        count: each GPU has a single NVSwitch port, so channels only split its bandwidth; the link loads
+        and step count are the same with K times fewer flows. False keeps NCCL's channel count.
+    max_transfers : int
+        Plan size budget for ring, chain and tree plans: chunks, then (unless ``nchannels`` is given)
+        channels are reduced until ``channels × edges × chunks`` fits. One chunk is always allowed, and on
+        several servers as many channels as the largest server has GPUs (so every NIC stays in use): a
+        ring over n ranks keeps at least ``steps × n`` transfers per channel.
+    proto : str, optional
+        Force a protocol (default: the tuner's choice).
+    model : sim.planning.tuning.CostModel, optional
+        The machine the tuner sees (default: from ``graph``'s link rates, else H100 defaults).
+    graph : networkx.Graph, optional
+        A SPEC §4 topology: servers of ``gpu{rank}`` nodes and link rates.
+
+    Returns
+    -------
+    TransferPlan
+
+    Raises
+    ------
+    SimError
+        Unknown op or algorithm, bad root, negative bytes, inconsistent ``server_of`` / ``split_bytes`` /
+        ``rings``.
+
+    Examples
+    --------
+    >>> p = plan_collective("AllReduce", 8 << 20, range(4), algo="ring", nchannels=2, max_chunks=1)
+    >>> len(p), p.algo, p.total_bytes == 2 * 3 / 4 * (8 << 20) * 4
+    (48, 'ring', True)
+    """
+    if op not in _OPS:
+        raise SimError(f"op {op!r} is not one of: {', '.join(_OPS)}")
+    nbytes = float(nbytes)
+    if not np.isfinite(nbytes) or nbytes < 0:
+        raise SimError(f"{op}: bytes {nbytes} must be finite and >= 0")
+    arr = logical._as_ranks(ranks)
+    n = len(arr)
+    if graph is not None and (server_of is None or model is None):
+        g_server, g_model = _from_graph(graph, arr)
+        server_of = g_server if server_of is None else server_of
+        model = g_model if model is None else model
+    model = model or tuning.CostModel()
+    groups = logical.server_groups(arr, server_of)
+    server = np.zeros(n, dtype=_I64)
+    for k, g in enumerate(groups):
+        server[g] = k
+    nnodes = len(groups)
+    if op in ("Send", "Recv") and n != 2:
+        raise SimError(f"{op}: ranks must be [sender, receiver], got {n} ranks")
+    if op in _ROOTED and not 0 <= root < n:
+        raise SimError(f"{op}: root {root} is not a comm rank of a {n}-rank communicator")
+    if nchannels is None:
+        nchannels = channels
+    if nchannels is not None and nchannels < 1:
+        raise SimError(f"nchannels {nchannels} must be >= 1")
+
+    matrix = _split_matrix(split_bytes, nbytes, n) if op == "AllToAll" else None
+    size_for_choice = float(matrix.max()) if matrix is not None and n > 1 else nbytes
+    algo, proto = tuning.choose_algorithm(op, size_for_choice, n, nnodes, algo, proto, model)
+    total = float(matrix.sum()) if matrix is not None else nbytes
+    if n <= 1 or total <= 0:
+        return TransferPlan.empty(algo, proto)
+
+    if algo == "direct":
+        srv = {int(r): int(s) for r, s in zip(arr, server, strict=True)}
+        parts = int(nchannels or 1)
+        if op == "AllToAll":
+            i, j = np.nonzero(matrix)
+            return _direct(arr[i], arr[j], matrix[i, j], parts, srv, proto, algo)
+        if op in ("Send", "Recv"):
+            return _direct(arr[:1], arr[1:], np.array([nbytes]), parts, srv, proto, algo)
+        others = np.delete(arr, root)
+        rootv = np.full(n - 1, arr[root])
+        s, d = (others, rootv) if op == "Gather" else (rootv, others)
+        return _direct(s, d, np.full(n - 1, nbytes), parts, srv, proto, algo)
+
+    # edges per channel; a transfer is an edge x chunk
+    if algo == "tree":
+        per_channel = 2 * (n - 1)
+    elif op in ("Broadcast", "Reduce"):
+        per_channel = n - 1
+    else:
+        per_channel = (2 * (n - 1) if op == "AllReduce" else n - 1) * n
+    nch = int(nchannels or tuning.channels_for(op, algo, proto, nbytes, n, max_channels))
+    if nchannels is None and nnodes == 1 and merge_nvlink_channels:
+        # Inside one NVLink domain every GPU has one NVSwitch port, so K channels only split that port's
+        # bandwidth K ways: one channel gives the same link loads and step count with K times fewer flows.
+        nch = 1
+    elif nchannels is None:  # keep the plan under the transfer budget: fewer channels only if 1 chunk is too many
+        # ... but keep one channel per GPU of the largest server on multi-server rings and trees: each
+        # channel crosses the network from a different GPU, so fewer channels would idle NICs
+        floor = min(nch, max(len(g) for g in groups)) if nnodes > 1 else 1
+        nch = max(floor, min(nch, max_transfers // per_channel))
+    ch_bytes = nbytes / nch
+    grain = ch_bytes / n if (algo == "ring" and op == "AllReduce") else ch_bytes
+    nchunks = tuning.chunks_for(grain, proto, max_chunks, chunk_bytes)
+    nchunks = max(1, min(nchunks, max_transfers // (nch * per_channel)))
+    if algo == "tree":
+        parents = [logical.rank_tree(arr, server, c, nch) for c in range(nch)]
+        edges = _tree_edges(arr, parents, server, ch_bytes, proto)
+        return _assemble(edges, nchunks, False, tuning.tree_base_latency_s(proto), algo, proto)
+
+    ring_orders = logical.rings_for_channels(arr, nch, server, rings)
+    base, per_step = tuning.ring_step_latency_s(op, proto, n, nnodes, nbytes, model)
+    if op in ("Broadcast", "Reduce"):
+        pos = np.argmax(ring_orders == arr[root], axis=1)
+        shift = pos if op == "Broadcast" else pos + 1  # root first (Broadcast) or last (Reduce)
+        orders = np.stack([np.roll(r, -int(s)) for r, s in zip(ring_orders, shift, strict=True)])
+        return _assemble(_chain_edges(orders, ch_bytes, per_step), nchunks, False, base, algo, proto)
+    # AllReduce: 2(n-1) steps of one n-th of the channel's data; AllGather / ReduceScatter: n-1 steps of
+    # one rank's share
+    nsteps = per_channel // n
+    return _assemble(_ring_edges(ring_orders, nsteps, grain, per_step), nchunks, True, base, algo, proto)

@@ -1,0 +1,398 @@
+"""FlowNetwork: closed forms, max-min properties against a naive reference, batching error, bad input."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sim.errors import SimError
+from sim.network.flow_network import FlowNetwork, max_min_rates
+
+
+# ----------------------------------------------------------------------------- references and helpers
+def naive_max_min(paths: list[list[int]], capacity: np.ndarray) -> np.ndarray:
+    """Textbook progressive filling, one level at a time, in plain Python (the independent reference)."""
+    rates = [0.0] * len(paths)
+    rising = set(range(len(paths)))
+    residual = [float(c) for c in capacity]
+    while rising:
+        counts = [0] * len(residual)
+        for f in rising:
+            for link in paths[f]:
+                counts[link] += 1
+        step = min(residual[link] / counts[link] for link in range(len(residual)) if counts[link])
+        for f in rising:
+            rates[f] += step
+        for link in range(len(residual)):
+            residual[link] -= step * counts[link]
+        full = {link for link in range(len(residual)) if counts[link] and residual[link] <= 1e-12 * capacity[link]}
+        rising = {f for f in rising if not full.intersection(paths[f])}
+    return np.array(rates)
+
+
+def reference_finish(paths, sizes, starts, capacity) -> np.ndarray:
+    """Event-driven simulation with a full naive re-solve at every start and end (plain Python)."""
+    n = len(paths)
+    finish = np.full(n, np.nan)
+    remaining = np.array(sizes, dtype=float)
+    pending = sorted(range(n), key=lambda i: starts[i])
+    active: list[int] = []
+    now = 0.0
+    while pending or active:
+        while pending and starts[pending[0]] <= now:
+            f = pending.pop(0)
+            if remaining[f] <= 0 or not paths[f]:
+                finish[f] = now
+            else:
+                active.append(f)
+        if not active:
+            if pending:
+                now = starts[pending[0]]
+            continue
+        rates = naive_max_min([paths[f] for f in active], capacity)
+        t_end = min(now + remaining[f] / r for f, r in zip(active, rates, strict=True))
+        t_next = min(t_end, starts[pending[0]]) if pending else t_end
+        for f, r in zip(active, rates, strict=True):
+            remaining[f] -= r * (t_next - now)
+        now = t_next
+        for f in [f for f in active if remaining[f] <= 1e-9 * sizes[f]]:
+            finish[f] = now
+            active.remove(f)
+    return finish
+
+
+def csr(paths: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
+    ptr = np.zeros(len(paths) + 1, dtype=np.int64)
+    ptr[1:] = np.cumsum([len(p) for p in paths])
+    idx = np.array([link for p in paths for link in p], dtype=np.int64)
+    return ptr, idx
+
+
+def run(paths, sizes, starts, capacity, *, q=0.0, bin_s=None, checks=None, advance_first=True) -> FlowNetwork:
+    """Drive a FlowNetwork through the flows (grouped by start time), calling ``checks(net)`` at events.
+
+    ``advance_first=False`` adds flows without advancing to their start first (the network does it).
+    """
+    net = FlowNetwork(np.asarray(capacity, dtype=float), completion_quantile=q, bin_s=bin_s)
+    starts = np.asarray(starts, dtype=float)
+    returned = []
+    for s in np.unique(starts):
+        if advance_first:
+            returned += net.advance(s).tolist()
+        sel = np.flatnonzero(starts == s)
+        ptr, idx = csr([paths[i] for i in sel])
+        ids = net.add_flows(s, ptr, idx, np.asarray(sizes, dtype=float)[sel])
+        assert ids.tolist() == sel.tolist()  # flows added in id order here
+        if checks:
+            checks(net)
+    while net.num_active or net.has_completions:
+        t = net.next_completion_s()
+        done = net.advance(t)
+        assert np.all(net.finish_s[done] <= t)          # reported no earlier than the last byte
+        returned += done.tolist()
+        if checks:
+            checks(net)
+    returned += net.advance(math.inf).tolist()
+    assert sorted(returned) == list(range(len(starts)))   # every flow reported exactly once
+    return net
+
+
+def leaf_spine_all_to_all(hosts: int, per_leaf: int, spines: int, seed: int):
+    """Directed links of a two-tier leaf-spine and one random-spine (ECMP-like) path per ordered host pair.
+
+    Link ids: host up (h), host down (hosts + h), leaf->spine and spine->leaf after that.
+    """
+    leaves = hosts // per_leaf
+    rng = np.random.default_rng(seed)
+    up = lambda leaf, s: 2 * hosts + leaf * spines + s  # noqa: E731
+    down = lambda s, leaf: 2 * hosts + leaves * spines + s * leaves + leaf  # noqa: E731
+    paths = []
+    for a in range(hosts):
+        for b in range(hosts):
+            if a == b:
+                continue
+            la, lb = a // per_leaf, b // per_leaf
+            if la == lb:
+                paths.append([a, hosts + b])
+            else:
+                s = int(rng.integers(spines))
+                paths.append([a, up(la, s), down(s, lb), hosts + b])
+    num_links = 2 * hosts + 2 * leaves * spines
+    return paths, num_links
+
+
+# ----------------------------------------------------------------------------- closed forms
+def test_one_flow_takes_bytes_over_capacity():
+    net = run([[0]], [3e9], [0.5], [1.5e9])
+    assert net.finish_s[0] == pytest.approx(0.5 + 2.0, rel=1e-12)
+    assert net.link_bytes[0] == pytest.approx(3e9, rel=1e-12)
+    assert net.peak_utilization[0] == pytest.approx(1.0)
+    assert net.busy_above_90_s[0] == pytest.approx(2.0)
+
+
+def test_n_equal_flows_share_one_link():
+    n, size, cap = 7, 1000.0, 250.0
+    net = run([[0]] * n, [size] * n, [0.0] * n, [cap])
+    np.testing.assert_allclose(net.finish_s, n * size / cap, rtol=1e-12)
+
+
+def test_unequal_flows_on_one_link_follow_processor_sharing():
+    sizes = np.array([1.0, 2.0, 4.0])
+    net = run([[0]] * 3, sizes, [0.0] * 3, [1.0])
+    # 3 share until the 1 B flow ends (t=3), 2 share until the 2 B flow ends (+2), the last runs alone (+2)
+    np.testing.assert_allclose(net.finish_s, [3.0, 5.0, 7.0], rtol=1e-12)
+
+
+def test_textbook_max_min_example_has_known_rates():
+    # links a=10, b=4, c=6; flows: a+b, a+c, b, c, a. Water-filling: b full at 2, c at 3, then a at 5.
+    paths = [[0, 1], [0, 2], [1], [2], [0]]
+    capacity = np.array([10.0, 4.0, 6.0])
+    ptr, idx = csr(paths)
+    rates, iterations = max_min_rates(ptr, idx, capacity)
+    np.testing.assert_allclose(rates, [2.0, 3.0, 2.0, 3.0, 5.0], rtol=1e-12)
+    assert iterations == 2   # b and c are both local bottlenecks in the first pass; a in the second
+    net = FlowNetwork(capacity)
+    net.add_flows(0.0, ptr, idx, np.full(5, 100.0))
+    ids, live = net.active_flows()
+    np.testing.assert_allclose(live[np.argsort(ids)], [2.0, 3.0, 2.0, 3.0, 5.0], rtol=1e-12)
+    np.testing.assert_allclose(net.link_load_bytes_per_s(), capacity, rtol=1e-12)
+
+
+def test_single_link_all_to_all_meets_the_busiest_link_bound():
+    # star: every host's up and down link carries hosts - 1 flows; bound = (hosts - 1) * size / capacity
+    hosts, size, cap = 12, 2.0**20, 1e9
+    paths = [[a, hosts + b] for a in range(hosts) for b in range(hosts) if a != b]
+    net = run(paths, [size] * len(paths), [0.0] * len(paths), [cap] * 2 * hosts)
+    assert np.nanmax(net.finish_s) == pytest.approx((hosts - 1) * size / cap, rel=1e-12)
+
+
+def test_oversubscribed_all_to_all_finishes_at_the_busiest_link_bound():
+    hosts, per_leaf, spines = 16, 4, 1     # 4 hosts share 1 uplink of the same rate: 4:1 oversubscribed
+    paths, num_links = leaf_spine_all_to_all(hosts, per_leaf, spines, seed=0)
+    size = np.full(len(paths), 1e6)
+    capacity = np.full(num_links, 1e9)
+    net = run(paths, size, np.zeros(len(paths)), capacity)
+    ptr, idx = csr(paths)
+    link_load_bytes = np.bincount(idx, weights=np.repeat(size, np.diff(ptr)), minlength=num_links)
+    bound = np.max(link_load_bytes / capacity)
+    assert np.nanmax(net.finish_s) == pytest.approx(bound, rel=1e-9)
+    np.testing.assert_allclose(net.link_bytes, link_load_bytes, rtol=1e-9)
+
+
+def test_busy_time_and_peak_follow_the_load():
+    # link 0 (cap 1) carries f0 (held to 0.5 by link 1) and f1 (0.5): full until f1 ends at t=2, then 50 %.
+    net = run([[0, 1], [0]], [2.0, 1.0], [0.0, 0.0], [1.0, 0.5])
+    np.testing.assert_allclose(net.finish_s, [4.0, 2.0], rtol=1e-12)
+    np.testing.assert_allclose(net.busy_above_90_s, [2.0, 4.0], rtol=1e-12)
+    np.testing.assert_allclose(net.peak_utilization, [1.0, 1.0], rtol=1e-12)
+    np.testing.assert_allclose(net.link_bytes, [3.0, 2.0], rtol=1e-12)
+
+
+def test_bins_spread_a_constant_rate_over_the_bins_it_covers():
+    net = run([[0]], [250.0], [0.05], [100.0], bin_s=1.0)   # sends from 0.05 s to 2.55 s at 100 B/s
+    starts, per_bin = net.binned_link_bytes()
+    np.testing.assert_allclose(starts, [0.0, 1.0, 2.0])
+    np.testing.assert_allclose(per_bin[:, 0], [95.0, 100.0, 55.0], rtol=1e-12)
+
+
+def test_bins_skip_idle_time():
+    net = run([[0], [0]], [10.0, 10.0], [0.0, 100.0], [100.0], bin_s=1.0)
+    starts, per_bin = net.binned_link_bytes()
+    np.testing.assert_allclose(starts, [0.0, 100.0])
+    np.testing.assert_allclose(per_bin[:, 0], [10.0, 10.0], rtol=1e-12)
+
+
+def test_zero_byte_and_linkless_flows_finish_at_once():
+    net = FlowNetwork(np.array([1.0]))
+    net.advance(2.0)
+    ids = net.add_flows(2.0, np.array([0, 1, 1, 2]), np.array([0, 0]), np.array([0.0, 5.0, 3.0]))
+    assert net.finish_s[ids[0]] == 2.0 and net.finish_s[ids[1]] == 2.0
+    assert net.next_completion_s() == 2.0
+    assert sorted(net.advance(2.0).tolist()) == [0, 1]
+    assert net.num_active == 1
+    assert net.advance(10.0).tolist() == [2]
+    assert net.finish_s[2] == pytest.approx(5.0)
+
+
+def test_completions_are_returned_once_in_time_order():
+    net = FlowNetwork(np.array([1.0, 1.0]))
+    net.add_flows(0.0, np.array([0, 1, 2, 3]), np.array([0, 1, 0]), np.array([4.0, 1.0, 1.0]))
+    # link 0: flows 0 and 2 at 0.5 each -> flow 2 ends at 2; link 1: flow 1 alone ends at 1
+    assert net.next_completion_s() == pytest.approx(1.0)
+    assert net.advance(0.5).size == 0
+    assert net.advance(3.0).tolist() == [1, 2]
+    assert net.advance(3.0).size == 0
+    assert np.isnan(net.finish_s[0]) and net.num_active == 1
+    assert net.advance(10.0).tolist() == [0]
+    assert net.finish_s[0] == pytest.approx(2.0 + 3.0)   # 1 B by t=2, then 3 B alone at 1 B/s
+
+
+def test_adding_later_advances_first_and_offset_csr_is_accepted():
+    net = FlowNetwork(np.array([1.0, 2.0]))
+    link_idx = np.array([9, 9, 0, 1, 1])              # a larger array; flows use entries 2..4
+    net.add_flows(0.0, np.array([2, 3]), link_idx, np.array([1.0]))          # link 0, ends at 1 s
+    assert net.flow_links(0).tolist() == [0]
+    ids = net.add_flows(3.0, np.array([3, 5]), link_idx, np.array([4.0]))    # links 1, 1: 4 B at 1 B/s
+    assert ids.tolist() == [1] and net.flow_links(1).tolist() == [1, 1]
+    assert net.has_completions and net.next_completion_s() == 3.0
+    assert net.advance(3.0).tolist() == [0] and net.finish_s[0] == pytest.approx(1.0)
+    assert net.advance(math.inf).tolist() == [1] and net.finish_s[1] == pytest.approx(7.0)
+    assert net.num_flows == 2 and net.num_active == 0 and net.peak_active == 1
+    assert net.next_completion_s() == math.inf
+
+
+# ----------------------------------------------------------------------------- properties
+@st.composite
+def instances(draw, max_links=5, max_flows=8):
+    num_links = draw(st.integers(1, max_links))
+    capacity = draw(st.lists(st.floats(1.0, 10.0), min_size=num_links, max_size=num_links))
+    n = draw(st.integers(1, max_flows))
+    paths = [draw(st.lists(st.integers(0, num_links - 1), min_size=1, max_size=min(num_links, 5), unique=True))
+             for _ in range(n)]
+    sizes = draw(st.lists(st.floats(0.5, 20.0), min_size=n, max_size=n))
+    # sorted, so that flow ids (given in order of addition) equal the list positions
+    starts = sorted(draw(st.lists(st.sampled_from([0.0, 0.25, 1.0, 1.7, 3.0]), min_size=n, max_size=n)))
+    return paths, np.array(sizes), np.array(starts), np.array(capacity)
+
+
+def check_max_min(net: FlowNetwork, paths) -> None:
+    """No link over capacity; every active flow has a saturated link where its rate is the largest."""
+    ids, rates = net.active_flows()
+    load = net.link_load_bytes_per_s()
+    assert np.all(load <= net.capacity * (1 + 1e-9))
+    np.testing.assert_allclose(rates, naive_max_min([paths[i] for i in ids], net.capacity), rtol=1e-9)
+    for f, r in zip(ids, rates, strict=True):
+        assert any(
+            load[link] >= net.capacity[link] * (1 - 1e-9)
+            and all(r >= r2 * (1 - 1e-9) for g, r2 in zip(ids, rates, strict=True) if link in paths[g])
+            for link in paths[f])
+
+
+@given(instances(), st.sampled_from([0.0, 0.3]))
+def test_property_rates_are_max_min_at_every_event(inst, q):
+    # with batching too: every re-solve is exact for the flows then in flight
+    paths, sizes, starts, capacity = inst
+    net = run(paths, sizes, starts, capacity, q=q, checks=lambda n: check_max_min(n, paths))
+    assert np.all(net.peak_utilization <= 1 + 1e-9)
+
+
+@given(instances(), st.booleans())
+def test_property_finish_times_match_the_naive_event_simulation(inst, advance_first):
+    paths, sizes, starts, capacity = inst
+    net = run(paths, sizes, starts, capacity, advance_first=advance_first)
+    np.testing.assert_allclose(net.finish_s, reference_finish(paths, sizes, starts, capacity), rtol=1e-7)
+    assert net.num_active == 0 and not net.has_completions
+
+
+@settings(max_examples=15)
+@given(instances(max_links=8, max_flows=30))
+def test_property_larger_instances_match_the_naive_event_simulation(inst):
+    # more flows than links: deep bottleneck chains, many partial (incremental) re-solves
+    paths, sizes, starts, capacity = inst
+    net = run(paths, sizes, starts, capacity, checks=lambda n: check_max_min(n, paths))
+    np.testing.assert_allclose(net.finish_s, reference_finish(paths, sizes, starts, capacity), rtol=1e-7)
+
+
+@given(instances(), st.sampled_from([0.0, 0.3]))
+def test_property_bytes_are_conserved_on_every_link_and_bin(inst, q):
+    paths, sizes, starts, capacity = inst
+    net = run(paths, sizes, starts, capacity, q=q, bin_s=0.37)
+    ptr, idx = csr(paths)
+    expected = np.bincount(idx, weights=np.repeat(sizes, np.diff(ptr)), minlength=capacity.size)
+    np.testing.assert_allclose(net.link_bytes, expected, rtol=1e-9, atol=1e-9)
+    _, per_bin = net.binned_link_bytes()
+    np.testing.assert_allclose(per_bin.sum(axis=0), expected, rtol=1e-9, atol=1e-9)
+    assert np.all(per_bin >= -1e-9)
+    assert np.all(per_bin <= capacity * 0.37 * (1 + 1e-9))   # no bin over capacity either
+    assert np.all(net.finish_s >= starts + sizes / capacity.max() * (1 - 1e-12))
+    assert np.all(net.busy_above_90_s <= np.nanmax(net.finish_s) + 1e-12)
+
+
+@given(instances(), st.sampled_from([0.0, 0.3]))
+def test_property_same_input_same_result(inst, q):
+    paths, sizes, starts, capacity = inst
+    a = run(paths, sizes, starts, capacity, q=q, bin_s=0.5)
+    b = run(paths, sizes, starts, capacity, q=q, bin_s=0.5)
+    np.testing.assert_array_equal(a.finish_s, b.finish_s)
+    np.testing.assert_array_equal(a.link_bytes, b.link_bytes)
+    np.testing.assert_array_equal(a.binned_link_bytes()[1], b.binned_link_bytes()[1])
+
+
+# ----------------------------------------------------------------------------- accuracy knob
+def test_completion_quantile_stays_within_documented_error_of_exact():
+    hosts = 24
+    paths, num_links = leaf_spine_all_to_all(hosts, per_leaf=4, spines=2, seed=3)
+    rng = np.random.default_rng(7)
+    sizes = rng.uniform(0.5, 1.5, len(paths)) * 2.0**20
+    capacity = np.full(num_links, 12.5e9)
+    exact = run(paths, sizes, np.zeros(len(paths)), capacity)
+    fast = run(paths, sizes, np.zeros(len(paths)), capacity, q=0.01)
+    makespan_error = np.nanmax(fast.finish_s) / np.nanmax(exact.finish_s) - 1
+    assert 0.0 <= makespan_error <= 0.002
+    assert fast.stats["solves"] < exact.stats["solves"]
+    np.testing.assert_allclose(fast.link_bytes, exact.link_bytes, rtol=1e-9)
+
+
+def test_batched_completions_hold_rates_until_the_batch_end():
+    # ten flows of 1..10 B on one 1 B/s link, q = 0.5: the first jump goes to the 6th predicted finish (60 s)
+    # at 0.1 B/s each, flows 1-5 ending inside it; then 4 flows at 0.25 B/s jump to the 3rd finish (72 s);
+    # the last byte of flow 10 then goes alone at 1 B/s. Load is above 90 % only before the first early
+    # finish of each jump: 10 + 4 + 1 s.
+    sizes = np.arange(1.0, 11.0)
+    net = run([[0]] * 10, sizes, np.zeros(10), [1.0], q=0.5, bin_s=5.0)
+    np.testing.assert_allclose(net.finish_s, [10, 20, 30, 40, 50, 60, 64, 68, 72, 73], rtol=1e-12)
+    assert net.busy_above_90_s[0] == pytest.approx(15.0, rel=1e-12)
+    assert net.link_bytes[0] == pytest.approx(55.0, rel=1e-12)
+    starts, per_bin = net.binned_link_bytes()
+    np.testing.assert_allclose(per_bin[:2, 0], [5.0, 5.0], rtol=1e-12)       # load 1.0 during [0, 10)
+    np.testing.assert_allclose(per_bin[2:4, 0], [4.5, 4.5], rtol=1e-12)     # 0.9 during [10, 20)
+    exact = run([[0]] * 10, sizes, np.zeros(10), [1.0])
+    assert np.nanmax(exact.finish_s) == pytest.approx(55.0) and exact.busy_above_90_s[0] == pytest.approx(55.0)
+
+
+# ----------------------------------------------------------------------------- bad input
+@pytest.mark.parametrize("capacity", [[], [1.0, 0.0], [np.inf], [-1.0]])
+def test_bad_capacity_is_rejected(capacity):
+    with pytest.raises(SimError, match="capacity"):
+        FlowNetwork(np.array(capacity))
+
+
+@pytest.mark.parametrize(("kwargs", "field"), [({"completion_quantile": 1.0}, "completion_quantile"),
+                                               ({"completion_quantile": -0.1}, "completion_quantile"),
+                                               ({"bin_s": 0.0}, "bin_s")])
+def test_bad_settings_are_rejected(kwargs, field):
+    with pytest.raises(SimError, match=field):
+        FlowNetwork(np.ones(2), **kwargs)
+
+
+def test_bad_flows_are_rejected():
+    net = FlowNetwork(np.ones(2))
+    with pytest.raises(SimError, match="link id 5"):
+        net.add_flows(0.0, np.array([0, 1]), np.array([5]), np.array([1.0]))
+    with pytest.raises(SimError, match=r"size_bytes\[1\]"):
+        net.add_flows(0.0, np.array([0, 1, 2]), np.array([0, 1]), np.array([1.0, -2.0]))
+    with pytest.raises(SimError, match="link_ptr"):
+        net.add_flows(0.0, np.array([0, 1]), np.array([0, 1]), np.array([1.0, 1.0]))
+    net.advance(1.0)
+    with pytest.raises(SimError, match="before"):
+        net.add_flows(0.5, np.array([0, 1]), np.array([0]), np.array([1.0]))
+    with pytest.raises(SimError, match="before"):
+        net.advance(0.5)
+    with pytest.raises(SimError, match="bin_s"):
+        net.binned_link_bytes()
+
+
+def test_link_stats_off_changes_nothing_else():
+    caps = np.array([100.0, 50.0])
+    ptr, idx, size = np.array([0, 2, 3]), np.array([0, 1, 0]), np.array([80.0, 40.0])
+    on, off = FlowNetwork(caps), FlowNetwork(caps, link_stats=False)
+    for net in (on, off):
+        net.add_flows(0.0, ptr, idx, size)
+        net.advance(10.0)
+    np.testing.assert_array_equal(on.finish_s, off.finish_s)
+    np.testing.assert_array_equal(on.link_bytes, off.link_bytes)
+    assert on.busy_above_90_s.max() > 0 and not off.busy_above_90_s.any()

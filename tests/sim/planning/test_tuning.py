@@ -1,0 +1,202 @@
+"""NCCL's cost model (sim.planning.tuning) checked against hand calculations from performance.md §1.
+
+Every expected number below is worked out by hand from the tables in performance.md (NCCL 2.19):
+base latency {LL, LL128, Simple} tree {6.8, 14, 0}, ring {6.6, 14, 8.4}; per-step NVLink tree
+{0.6, 1.25, 28}, ring {0.6, 1.9, 3.4}; NET tree {5, 8.5, 28}, ring {2.7, 4, 14}; network overhead
+1 µs (Intel), ×3 for Simple; model machine: 450 GB/s NVLink, 50 GB/s NIC per GPU, 16 channels.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from sim.errors import SimError
+from sim.planning import tuning
+
+US = 1e-6
+
+
+@pytest.mark.parametrize(
+    ("op", "algo", "proto", "n", "nodes", "expected_us"),
+    [
+        # ring AllReduce, one node: 8.4 + 14 steps × 3.4
+        ("AllReduce", "ring", "Simple", 8, 1, 8.4 + 14 * 3.4),
+        # ring AllReduce LL, one node: 6.6 + 14 × 0.6
+        ("AllReduce", "ring", "LL", 8, 1, 6.6 + 14 * 0.6),
+        # 2 nodes × 8: nsteps 30, nInter 2·2 = 4, intra max(3.4, 3·1) = 3.4
+        ("AllReduce", "ring", "Simple", 16, 2, 8.4 + 26 * 3.4 + 4 * 14),
+        # 4 nodes × 8, LL: nsteps 62, nInter 8, intra max(0.6, 1) = 1
+        ("AllReduce", "ring", "LL", 32, 4, 6.6 + 54 * 1.0 + 8 * 2.7),
+        # AllGather 4 × 8, LL128: nsteps 31, nInter 3, intra max(1.9, 1) = 1.9
+        ("AllGather", "ring", "LL128", 32, 4, 14 + 28 * 1.9 + 3 * 4.0),
+        # tree LL, 4 nodes × 8: 6.8 + 2(7 × 0.6 + log2(4) × 5)
+        ("AllReduce", "tree", "LL", 32, 4, 6.8 + 2 * (7 * 0.6 + 2 * 5.0)),
+        # tree Simple, one node of 8: 0 + 2(7 × 28)
+        ("AllReduce", "tree", "Simple", 8, 1, 2 * 7 * 28.0),
+        # Broadcast, 2 nodes, Simple: 8.4 + nsteps(16) × tree NET Simple 28
+        ("Broadcast", "ring", "Simple", 16, 2, 8.4 + 16 * 28.0),
+        # Broadcast, one node, LL: 6.6 + 8 × 0.6
+        ("Broadcast", "ring", "LL", 8, 1, 6.6 + 8 * 0.6),
+    ],
+)
+def test_latency_matches_hand_formulas(op, algo, proto, n, nodes, expected_us):
+    assert tuning.algo_latency_s(op, algo, proto, n, nodes) == pytest.approx(expected_us * US)
+
+
+@pytest.mark.parametrize(
+    ("op", "algo", "proto", "n", "nodes", "expected_gbps"),
+    [
+        ("AllReduce", "ring", "Simple", 8, 1, 450 * 8 / 14),
+        ("AllReduce", "ring", "Simple", 32, 4, 50 * 32 / 62),          # network-bound ring
+        ("AllReduce", "ring", "LL", 32, 4, min(50 / 4, 20.4) * 32 / 62),
+        ("AllReduce", "ring", "LL128", 32, 4, min(50 * 0.92, 16 * 36.7) * 32 / 62),
+        ("AllGather", "ring", "LL", 8, 1, min(450 / 3, 87.7) * 8 / 7),  # single-node LL: ×1/3
+        ("AllReduce", "tree", "Simple", 32, 4, min(50 * 0.92, 16 * 36.0) / 2),
+        ("AllReduce", "tree", "Simple", 16, 2, min(100 * 0.92, 16 * 41.4) / 2),  # 2 nodes: 2× NIC
+        ("AllReduce", "tree", "LL", 32, 4, min(50 * 0.92 / 3.8, 20.4) / 2),
+    ],
+)
+def test_bandwidth_matches_hand_formulas(op, algo, proto, n, nodes, expected_gbps):
+    got = tuning.algo_bandwidth_bytes_per_s(op, algo, proto, n, nodes)
+    assert got == pytest.approx(expected_gbps * 1e9)
+
+
+def test_auto_choice_small_multinode_allreduce_is_tree_ll():
+    # 1 KiB on 4 × 8: tree LL 35.2 µs latency beats ring LL 82.2 µs; bandwidth terms < 1 µs
+    assert tuning.choose_algorithm("AllReduce", 1024, 32, 4) == ("tree", "LL")
+
+
+def test_auto_choice_large_multinode_allreduce_is_ring_simple():
+    # 1 GiB on 4 × 8: ring Simple 1 GiB / (50·32/62 GB/s) = 41.6 ms + 0.43 ms, tree Simple
+    # 1 GiB / 23 GB/s = 46.7 ms, ring LL128 1 GiB / (46·32/62 GB/s) = 45.2 ms
+    ring = 2**30 / (50e9 * 32 / 62) + 1.4 * (8.4 + 54 * 3.4 + 8 * 14) * US
+    tree = 2**30 / 23e9 + 2 * (7 * 28 + 2 * 28) * US
+    assert ring < tree
+    assert tuning.choose_algorithm("AllReduce", 2**30, 32, 4) == ("ring", "Simple")
+    assert tuning.predict_time_s("AllReduce", 2**30, 32, 4, "ring", "Simple") == pytest.approx(ring)
+
+
+def test_auto_choice_single_node_small_is_ring_ll():
+    # 1 KiB on 8 GPUs: ring LL 15.0 µs vs tree LL 6.8 + 2·7·0.6 = 15.2 µs
+    assert tuning.choose_algorithm("AllReduce", 1024, 8, 1) == ("ring", "LL")
+
+
+def test_two_nodes_large_allreduce_prefers_tree():
+    # performance.md: at 2 nodes the tree moves ~S per node; NCCL lets its intra speed reach 2× NIC.
+    # 1 GiB on 2 × 8: tree Simple 1 GiB / (92/2 GB/s) = 23.3 ms vs ring 1 GiB / (50·16/30) = 40.3 ms
+    assert tuning.choose_algorithm("AllReduce", 2**30, 16, 2) == ("tree", "Simple")
+
+
+@pytest.mark.parametrize("op", ["AllGather", "ReduceScatter", "Broadcast", "Reduce"])
+def test_other_collectives_use_rings(op):
+    for size in (256, 1 << 20, 1 << 30):
+        assert tuning.choose_algorithm(op, size, 32, 4)[0] == "ring"
+        assert tuning.choose_algorithm(op, size, 32, 4, algo="tree")[0] == "ring"  # no tree: fallback
+
+
+@pytest.mark.parametrize("op", ["AllToAll", "Send", "Recv", "Gather", "Scatter"])
+def test_direct_ops(op):
+    assert tuning.choose_algorithm(op, 1024, 8, 1) == ("direct", "LL")
+    assert tuning.choose_algorithm(op, 1 << 20, 8, 1, algo="ring") == ("direct", "Simple")
+
+
+def test_forced_algorithm_and_protocol():
+    assert tuning.choose_algorithm("AllReduce", 1024, 32, 4, algo="ring") == ("ring", "LL")
+    assert tuning.choose_algorithm("AllReduce", 1024, 32, 4, algo="ring", proto="Simple") == ("ring", "Simple")
+    no_ll128 = tuning.CostModel(ll128=False)
+    for size in (1 << 16, 1 << 22, 1 << 26):
+        assert tuning.choose_algorithm("AllReduce", size, 32, 4, model=no_ll128)[1] != "LL128"
+
+
+def test_bad_names():
+    with pytest.raises(SimError):
+        tuning.choose_algorithm("AllReduce", 1, 8, 1, algo="butterfly")
+    with pytest.raises(SimError):
+        tuning.choose_algorithm("AllReduce", 1, 8, 1, proto="LL64")
+    with pytest.raises(SimError):
+        tuning.supported_algos("Barrier")
+    with pytest.raises(SimError):
+        tuning.CostModel(cpu="arm")
+
+
+def test_ring_step_latency_spreads_nccl_latency_over_plan_steps():
+    for op, n, nodes, steps in (("AllReduce", 16, 2, 30), ("AllGather", 16, 2, 15), ("Broadcast", 8, 1, 7)):
+        base, step = tuning.ring_step_latency_s(op, "LL", n, nodes)
+        assert base == pytest.approx(6.6 * US)
+        assert base + steps * step == pytest.approx(tuning.algo_latency_s(op, "ring", "LL", n, nodes))
+
+
+def test_plateau_applies_to_large_multinode_ring_simple_allreduce():
+    base, step = tuning.ring_step_latency_s("AllReduce", "Simple", 16, 2, 1 << 30)
+    assert base + 30 * step == pytest.approx(1.4 * (8.4 + 26 * 3.4 + 4 * 14) * US)
+
+
+def test_direct_latencies():
+    assert tuning.p2p_latency_s("Simple", True) == pytest.approx((8.4 + 14) * US)
+    assert tuning.p2p_latency_s("LL", False) == pytest.approx((6.6 + 0.6) * US)
+    assert tuning.tree_hop_latency_s("LL128", False) == pytest.approx(1.25 * US)
+
+
+def test_channels_follow_nccl_thresholds():
+    # Simple: one channel per 512 threads × 64 B = 32 KiB
+    assert tuning.channels_for("AllReduce", "ring", "Simple", 32 * 1024 * 3 - 1, 8) == 2
+    # ring LL: 512 × 8 × n bytes per channel
+    assert tuning.channels_for("AllReduce", "ring", "LL", 4096 * 8 * 5, 8) == 5
+    assert tuning.channels_for("AllReduce", "tree", "LL", 4096 * 5, 8) == 5
+    # AllGather counts the whole array
+    assert tuning.channels_for("AllGather", "ring", "Simple", 32 * 1024, 4) == 4
+    assert tuning.channels_for("AllReduce", "ring", "Simple", 1, 8) == 1
+    assert tuning.channels_for("AllReduce", "ring", "Simple", 1 << 40, 8, max_channels=3) == 3
+
+
+@given(st.floats(0, 1e10), st.sampled_from(tuning.PROTOS), st.integers(1, 16))
+def test_chunks_bounded_and_cover_the_step(step_bytes, proto, max_chunks):
+    c = tuning.chunks_for(step_bytes, proto, max_chunks)
+    assert 1 <= c <= max_chunks
+    if c < max_chunks:  # not capped: chunks are no larger than the grain
+        assert step_bytes / c <= tuning.chunk_unit_bytes(proto) + 1e-9
+
+
+@pytest.mark.parametrize("n", [2, 3, 8, 64])
+def test_busbw_is_link_rate_at_alpha_beta_time(n):
+    b = 50e9
+    for op, size in (("AllReduce", 1e9), ("AllGather", 1e8), ("ReduceScatter", 1e8), ("AllToAll", 1e7)):
+        t = tuning.ideal_time_s(op, size, n, b)
+        assert tuning.busbw_bytes_per_s(op, size, n, t) == pytest.approx(b)
+    t = tuning.ideal_time_s("Broadcast", 1e9, n, b)
+    assert tuning.busbw_bytes_per_s("Broadcast", 1e9, n, t) == pytest.approx(b)
+
+
+def test_closed_forms_by_hand():
+    # ring AllReduce: 2(n−1)/n · S/B + 2(n−1)α
+    assert tuning.ideal_time_s("AllReduce", 1e9, 4, 1e9, alpha_s=1e-6) == pytest.approx(1.5 + 6e-6)
+    # pipelined chain: S/B (1 + (n−2)/C)
+    assert tuning.ideal_time_s("Broadcast", 1e9, 6, 1e9, chunks=4) == pytest.approx(2.0)
+    assert tuning.ideal_time_s("Reduce", 1e9, 6, 1e9) == pytest.approx(1.0)
+    # uneven all-to-all: the busiest row or column off the diagonal
+    split = [[9, 1, 2], [3, 9, 4], [5, 6, 9]]
+    assert tuning.ideal_time_s("AllToAll", 0, 3, 1.0, split_bytes=split) == pytest.approx(11.0)
+    assert tuning.ideal_time_s("Gather", 10, 5, 1.0) == pytest.approx(40.0)
+    assert tuning.ideal_time_s("AllReduce", 1e9, 1, 1e9) == 0.0
+    assert tuning.busbw_factor("AllReduce", 4) == 1.5
+    assert tuning.busbw_factor("AllGather", 4) == 0.75
+    assert tuning.busbw_factor("Reduce", 4) == 1.0
+    assert math.isnan(tuning.algbw_bytes_per_s("AllReduce", 1, 4, 0.0))
+    with pytest.raises(SimError):
+        tuning.busbw_factor("Barrier", 4)
+
+
+@given(st.sampled_from(["AllReduce", "AllGather", "ReduceScatter", "Broadcast"]),
+       st.integers(2, 64), st.integers(1, 8))
+def test_auto_is_the_fastest_prediction(op, n, nodes_exp):
+    nodes = min(n, nodes_exp)
+    for size in (64, 1 << 16, 1 << 24):
+        algo, proto = tuning.choose_algorithm(op, size, n, nodes)
+        best = tuning.predict_time_s(op, size, n, nodes, algo, proto)
+        for a in tuning.supported_algos(op):
+            for p in tuning.PROTOS:
+                assert best <= tuning.predict_time_s(op, size, n, nodes, a, p)

@@ -1,0 +1,154 @@
+"""The compiled chunk reader (traces.formats.nccl.kernel_numba) against the numpy path: same traces, same reports.
+
+The two are independent implementations of one set of rules (docs/nccl_logs.md), so the strongest test is
+to feed both the same text, well-formed and damaged, and ask for identical results.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from traces.formats.nccl import scan as nccl_log_scan
+from traces.formats.nccl.reader import read_nccl_logs
+from traces.schema import TraceError
+
+pytest.importorskip("numba")
+from traces.formats.nccl import kernel_numba as nccl_log_jit  # noqa: E402 - needs numba
+
+OUTER = ["", "[2025-07-25 19:54:57] ", "[2025-07-25 19:54:57.123456] ", "2025-07-25 19:54:57,5 ",
+         "2025-07-25T19:54:58.25 ", "(RayTrainWorker pid=1, ip=1.2.3.4) ", "[1,3]<stdout>:", "3: ",
+         "x 2025-07-25 19:54:59.1 [2025-07-25 19:54:50] "]
+OPS = ["AllReduce", "AllGather", "ReduceScatter", "Broadcast", "Send", "Recv", "AlltoAll", "Gather", "PutSignal",
+       "Bogus"]
+DAMAGE = [" ", "  ", ":", "x", "0", "-", "[", "]", "\r", "\t", "\u00e9", "0x"]
+
+
+@st.composite
+def line(draw) -> str:
+    """One log line: a COLL, TUNING, Init, ring or other NCCL line, with an outer prefix and maybe damage."""
+    host = draw(st.sampled_from(["h", "node-1", "gpu-node-10"]))
+    pid = draw(st.integers(1, 3))
+    prefix = draw(st.sampled_from(OUTER)) + f"{host}:{pid}:{pid} [{pid % 2}] NCCL INFO "
+    kind = draw(st.sampled_from(["coll", "coll", "coll", "tuning", "init", "ring", "other", "bare"]))
+    if kind in ("coll", "bare"):
+        op = draw(st.sampled_from(OPS))
+        extra = draw(st.sampled_from(["", " acc 0x1"]))
+        tail = draw(st.sampled_from([" stream 0x30", " stream", " stream 0x30 task 1 globalrank 3"]))
+        body = (f"{op}: opCount {draw(st.integers(0, 2**64 - 1)):x} sendbuff 0x10 recvbuff 0x20{extra} count "
+                f"{draw(st.integers(0, 10**6))} datatype {draw(st.integers(0, 12))} op 0 root {draw(st.integers(-1, 3))} "
+                f"comm 0x{draw(st.sampled_from(['a', 'B', '00c0']))} [nranks={draw(st.integers(1, 4))}]{tail}")
+        text = body if kind == "bare" else prefix + body
+    elif kind == "tuning":
+        text = prefix + draw(st.sampled_from([
+            "4096 Bytes -> Algo 0 proto 1 time 12.500000",
+            "AllReduce: 4096 Bytes -> Algo 1 proto 2 time 1.0",
+            "AllGather: 8192 Bytes -> Algo RING proto SIMPLE channel{Lo..Hi}={0..1}",
+            "xyReduceScatter: 32 Bytes -> Algo PAT proto LL channel{Lo..Hi}={0..0}"]))
+    elif kind == "init":
+        text = prefix + (f"ncclCommInitRank comm 0x{draw(st.sampled_from(['a', 'b']))} rank {pid - 1} nranks 3 "
+                         f"cudaDev {pid} nvmlDev 0 busId 1 commId 0x9 - Init COMPLETE")
+    elif kind == "ring":
+        text = prefix + draw(st.sampled_from(["Channel 00/02 :    0   1   2", "Channel 01/02 : 0 2 ...",
+                                              "Channel 00/0 : 0[0] -> 1[1] via P2P/IPC"]))
+    else:
+        text = prefix + draw(st.sampled_from(["NCCL version 2.21.5+cuda12.4", "Bootstrap : Using eth0",
+                                              "Connected all rings"]))
+    for _ in range(draw(st.integers(0, 2)) if draw(st.integers(0, 3)) == 0 else 0):
+        at = draw(st.integers(0, len(text)))
+        what = draw(st.sampled_from(["insert", "delete", "replace"]))
+        piece = draw(st.sampled_from(DAMAGE))
+        if what == "insert":
+            text = text[:at] + piece + text[at:]
+        elif what == "delete":
+            text = text[:at] + text[at + 1:]
+        else:
+            text = text[:at] + piece + text[at + 1:]
+    return text
+
+
+def read(path, engine, monkeypatch):
+    monkeypatch.setattr(nccl_log_scan, "ENGINE", engine)
+    try:
+        df, report = read_nccl_logs([path])
+    except TraceError as exc:
+        return ("error", str(exc))
+    return df, report
+
+
+def assert_same(a, b):
+    if isinstance(a[0], str) or isinstance(b[0], str):
+        assert a == b
+        return
+    (df1, r1), (df2, r2) = a, b
+    assert df1.equals(df2), (df1.compare(df2) if df1.shape == df2.shape else (df1.shape, df2.shape))
+    assert df1.attrs == df2.attrs
+    assert r1.as_dict() == r2.as_dict()
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(line(), min_size=1, max_size=14), st.sampled_from(["\n", "\r\n"]), st.booleans())
+def test_compiled_and_numpy_paths_agree_on_any_lines(tmp_path_factory, monkeypatch, lines, newline, last_newline):
+    path = tmp_path_factory.mktemp("jit") / "x.log"
+    path.write_bytes((newline.join(lines) + (newline if last_newline else "")).encode("utf-8", "surrogatepass"))
+    assert_same(read(path, "numpy", monkeypatch), read(path, "jit", monkeypatch))
+
+
+def test_chunk_borders_and_the_read_ahead_thread(tmp_path, monkeypatch):
+    # Tiny chunks: many kernel calls in flight at once, lines counted across chunk borders, a wrapped
+    # COLL line whose continuation starts the next chunk.
+    lines = []
+    for i in range(300):
+        lines.append(f"[2025-07-25 19:54:{i % 60:02d}.{i:06d}] h:{1 + i % 3}:1 [0] NCCL INFO AllReduce: opCount "
+                     f"{i:x} sendbuff 0x1 recvbuff 0x2 count {i} datatype 7 op 0 root 0 comm 0xa [nranks=3] stream")
+        if i % 50 == 7:
+            lines[-1] = lines[-1].replace(" comm 0xa", "\n   comm 0xa")
+        if i % 40 == 3:
+            lines.append(f"h:{1 + i % 3}:1 [0] NCCL INFO AllReduce: {4 * i} Bytes -> Algo RING proto LL "
+                         "channel{Lo..Hi}={0..0}")
+    path = tmp_path / "x.log"
+    path.write_text("\n".join(lines) + "\n")
+    monkeypatch.setattr(nccl_log_scan, "CHUNK_BYTES", 700)
+    numpy_df, numpy_report = read(path, "numpy", monkeypatch)
+    jit_df, jit_report = read(path, "jit", monkeypatch)
+    assert_same((numpy_df, numpy_report), (jit_df, jit_report))
+    # 8 TUNING lines, each copied to the 3 ranks of its (comm, seq) collective
+    assert len(jit_df) == 300 and (jit_df["algo"] == "RING").sum() == 8 * 3
+
+
+def test_kernel_classifies_lines():
+    text = (b"h:1:1 [0] NCCL INFO AllReduce: opCount 1 sendbuff 0x1 recvbuff 0x2 count 4 datatype 7 op 0 root 0 "
+            b"comm 0xA [nranks=2] stream 0x3\r\n"
+            b"h:1:1 [0] NCCL INFO AllReduce: 16 Bytes -> Algo RING proto LL channel{Lo..Hi}={0..0}\n"
+            b"h:1:1 [0] NCCL INFO comm 0xa rank 0 nranks 2 cudaDev 0 busId 1 - Init COMPLETE\n"
+            b"garbage Send: opCount 1\n"
+            b"h:1:1 [0] NCCL INFO Bootstrap : Using eth0")
+    coll, words, tuning, others, n_lines = nccl_log_jit.scan_chunk(np.frombuffer(text, dtype=np.uint8))
+    assert n_lines == 5
+    assert coll[:, nccl_log_jit.C_LINE].tolist() == [0, 3] and coll[:, nccl_log_jit.C_OK].tolist() == [1, 0]
+    assert coll[0, nccl_log_jit.C_COUNT] == 4 and words[0].tolist() == [1, 0xA]
+    assert text[coll[0, nccl_log_jit.C_HS]: coll[0, nccl_log_jit.C_HE]] == b"h"
+    assert tuning[:, nccl_log_jit.T_OK].tolist() == [1] and tuning[0, nccl_log_jit.T_NBYTES] == 16
+    assert others[:, 0].tolist() == [2]  # the Init line; the bootstrap line holds no rare-line literal
+
+
+def test_hash_collisions_fall_back_to_slicing(monkeypatch):
+    buf = b"ab cd ab ef"
+    a = np.frombuffer(buf, dtype=np.uint8)
+    monkeypatch.setattr(nccl_log_jit, "span_hashes", lambda a, s, e: np.zeros(len(s), dtype=np.uint64))
+    codes, uniq = nccl_log_jit.distinct_spans(a, buf, np.array([0, 3, 6, 9]), np.array([2, 5, 8, 11]))
+    assert [uniq[c] for c in codes] == [b"ab", b"cd", b"ab", b"ef"]
+
+
+@pytest.mark.parametrize(("engine", "size", "loaded", "expected"), [
+    ("numpy", 1 << 40, True, False), ("jit", 0, False, True),
+    ("auto", 0, False, False), ("auto", 1 << 40, False, True), ("auto", 0, True, True)])
+def test_engine_choice(monkeypatch, engine, size, loaded, expected):
+    monkeypatch.setattr(nccl_log_scan, "ENGINE", engine)
+    modules = dict(nccl_log_scan.sys.modules)
+    if not loaded:
+        modules.pop("traces.formats.nccl.kernel_numba", None)
+    monkeypatch.setattr(nccl_log_scan.sys, "modules", modules)
+    assert nccl_log_scan.use_jit(size) is expected

@@ -1,0 +1,427 @@
+"""Positional, vectorised reading of standard COLL and TUNING lines straight from a chunk's bytes.
+
+The COLL format string is fixed (``docs/nccl_logs.md``), so once the positions of the spaces of a chunk
+are known (one numpy pass), token k of every COLL body is a pair of array lookups, and numbers are read
+from a (rows x digits) matrix of bytes. No regex runs per line. Rows whose layout is not exactly one of the
+known ones (interleaved writes, missing prefix, odd tokens) are flagged, and the caller parses those with
+the forgiving per-line parser; both paths give the same fields.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+from traces.formats.nccl import layout as L
+
+NO_TS = np.iinfo(np.int64).min
+_HEX = np.full(256, 255, dtype=np.uint8)
+for _k, _c in enumerate(b"0123456789abcdef"):
+    _HEX[_c] = _k
+for _k, _c in enumerate(b"ABCDEF"):
+    _HEX[_c] = 10 + _k
+_POW10 = 10 ** np.arange(19, dtype=np.int64)
+_OP_BYTES = {name.encode(): name for name in L.NCCL_OPS}
+#: token count after ": opCount " -> (shift for ` acc %p`, has RCCL ` task %d globalrank %d`).
+LAYOUTS: dict[int, tuple[int, bool]] = {18: (0, False), 17: (0, False), 20: (2, False), 19: (2, False),
+                                        22: (0, True), 24: (2, True)}
+#: Spaces read per COLL body: one more than the longest layout has, to tell "too many tokens".
+_WINDOW = max(LAYOUTS) + 1
+
+
+#: Bytes of zero padding after a chunk, so fixed-width gathers never run past the end.
+PAD = 64
+
+
+#: Below this many occurrences in a chunk, :meth:`Chunk.find` loops over ``bytes.find``.
+_FIND_LOOP_MAX = 1000
+
+
+class Chunk:
+    """One chunk of complete lines, with newline and space positions for positional lookups."""
+
+    def __init__(self, buf: bytes):
+        self.buf = buf
+        self.n = len(buf)
+        self.arr = np.frombuffer(buf + bytes(PAD), dtype=np.uint8)
+        real = self.arr[: self.n]
+        ends = np.flatnonzero(real == 10)
+        if self.n and (len(ends) == 0 or ends[-1] != self.n - 1):
+            ends = np.append(ends, self.n)
+        self.ends = ends  # line i ends (exclusive, at its newline) at ends[i]
+        self.sp = np.flatnonzero(real == 32)
+        # Space positions padded with a value past every line end, read as windows (see coll_fields).
+        self._sp_windows = np.lib.stride_tricks.sliding_window_view(
+            np.concatenate([self.sp, np.full(_WINDOW + 2, self.n + 1, dtype=self.sp.dtype)]), _WINDOW)
+        self._where: dict[int, np.ndarray] = {}
+        self._windows = np.lib.stride_tricks.sliding_window_view(self.arr, PAD)
+
+    def find(self, literal: bytes, anchor: int) -> np.ndarray:
+        """Start positions of ``literal``: candidates where its byte ``anchor`` occurs, then verified.
+
+        Literals that are absent or rare in the chunk (Init, version, ring lines) are found by the C substring
+        search instead: a count is far cheaper than a numpy pass over the whole chunk.
+        """
+        if self.buf.count(literal) < _FIND_LOOP_MAX:
+            out = []
+            pos = self.buf.find(literal)
+            while pos >= 0:  # overlapping hits too, as the numpy path finds them
+                out.append(pos)
+                pos = self.buf.find(literal, pos + 1)
+            return np.array(out, dtype=np.int64)
+        byte = literal[anchor]
+        if byte not in self._where:  # ": opCount " and "Channel " share their 'C' pass
+            self._where[byte] = np.flatnonzero(self.arr[: self.n] == byte)
+        cand = self._where[byte] - anchor
+        cand = cand[(cand >= 0) & (cand + len(literal) <= self.n)]
+        # First and last byte by single lookups (cheap) before the full comparison of the survivors.
+        cand = cand[(self.arr[cand] == literal[0]) & (self.arr[cand + len(literal) - 1] == literal[-1])]
+        return cand[self.equals(cand, cand + len(literal), literal)]
+
+    def line_of(self, pos: np.ndarray) -> np.ndarray:
+        return np.searchsorted(self.ends, pos)
+
+    def line_bounds(self, li: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        start = np.where(li > 0, self.ends[np.maximum(li - 1, 0)] + 1, 0)
+        end = self.ends[li].copy()
+        cr = (end > start) & (self.arr[np.maximum(end - 1, 0)] == 13)
+        end[cr] -= 1
+        return start, end
+
+    def line_text(self, i: int) -> str:
+        start = int(self.ends[i - 1]) + 1 if i > 0 else 0
+        return self.buf[start: int(self.ends[i])].decode("utf-8", "replace").rstrip("\r")
+
+    def gather(self, start: np.ndarray, width: int) -> np.ndarray:
+        """(rows x width) bytes from each start; a start outside the chunk reads the zero padding."""
+        start = np.where((start < 0) | (start > self.n), self.n, start)
+        if width <= PAD:
+            # Rows of a strided window view: one small copy per row, no (rows x width) index matrix.
+            return self._windows[start, :width]
+        return self.arr[start[:, None] + np.arange(width)]
+
+    def equals(self, start: np.ndarray, end: np.ndarray, word: bytes) -> np.ndarray:
+        ok = (end - start) == len(word)
+        return ok & (self.gather(start, len(word)) == np.frombuffer(word, dtype=np.uint8)).all(axis=1)
+
+    def decimal(self, start: np.ndarray, end: np.ndarray, width: int = 18) -> tuple[np.ndarray, np.ndarray]:
+        """Signed decimal integers in [start, end) of at most ``width`` digits; mask of well-formed rows."""
+        neg = self.arr[np.minimum(start, self.n)] == 45
+        start = start + neg
+        length = end - start
+        ok = (length >= 1) & (length <= width)
+        width = int(min(width, max(int(length.max(initial=1)), 1)))  # gather only as wide as needed
+        digits = self.gather(start, width).astype(np.int64) - 48
+        inside = np.arange(width) < length[:, None]
+        ok &= ((digits >= 0) & (digits <= 9) | ~inside).all(axis=1)
+        power = _POW10[np.clip(length[:, None] - 1 - np.arange(width), 0, 18)]
+        value = (np.where(inside, digits, 0) * power).sum(axis=1)
+        return np.where(neg, -value, value), ok
+
+    def hexnum(self, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Hex integers (no ``0x``) in [start, end), as uint64; mask of well-formed rows."""
+        length = end - start
+        ok = (length >= 1) & (length <= 16)
+        width = int(min(16, max(int(length.max(initial=1)), 1)))
+        nib = _HEX[self.gather(start, width)].astype(np.uint64)
+        inside = np.arange(width) < length[:, None]
+        ok &= ((nib < 16) | ~inside).all(axis=1)
+        shift = (np.clip(length[:, None] - 1 - np.arange(width), 0, 15) * 4).astype(np.uint64)
+        value = np.bitwise_or.reduce(np.where(inside, nib << shift, np.uint64(0)), axis=1)
+        return value, ok
+
+
+
+
+def coll_fields(ch: Chunk, marks: np.ndarray) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """Read the COLL lines whose ``": opCount "`` is at ``marks``.
+
+    Returns
+    -------
+    (columns, ok)
+        ``columns`` holds ``line`` (0-based index in the chunk), ``host``, ``pid``, ``tid``, ``ts_us``,
+        ``op``, ``opc``, ``count``, ``dt``, ``root``, ``comm``, ``nranks``, ``grank`` for every mark;
+        only rows with ``ok`` are valid, the rest need the per-line parser.
+    """
+    n = len(marks)
+    li = ch.line_of(marks)
+    start, end = ch.line_bounds(li)
+    ok = np.ones(n, dtype=bool)
+    if n > 1:  # two bodies in one line (interleaved writes): per-line parser
+        dup = np.zeros(n, dtype=bool)
+        dup[1:] = li[1:] == li[:-1]
+        dup[:-1] |= dup[1:]
+        ok &= ~dup
+    body = marks + len(L.COLL_MARK)
+    # ": opCount " holds spaces at +1 and +9, so the first space of the body is 2 after the mark's first.
+    # The body's spaces are then read as one (rows x window) block: one cache-friendly gather per row
+    # instead of a random lookup per token.
+    k1 = np.searchsorted(ch.sp, marks)
+    last = max(len(ch.sp) - 1, 0)
+    spaces = ch._sp_windows[k1 + 2]  # padding lies past every line end: never inside
+    inside = spaces < end[:, None]
+    nsp = inside.sum(axis=1)
+    ntok = nsp + 1
+    cols = {name: np.zeros(n, dtype=np.int64) for name in ("count", "dt", "root", "nranks", "grank")}
+    cols["grank"][:] = -1
+    opc = np.zeros(n, dtype=np.uint64)
+    comm_start = np.zeros(n, dtype=np.int64)  # the comm pointer's hex digits [comm_start, comm_end)
+    comm_end = np.zeros(n, dtype=np.int64)
+    layout_ok = np.zeros(n, dtype=bool)
+    for count, (shift, rccl) in LAYOUTS.items():
+        rows = np.flatnonzero(ok & (ntok == count))
+        if not len(rows):
+            continue
+        b, sp, e = body[rows], spaces[rows], end[rows]
+        nt = count - 1  # spaces inside the body for this layout
+
+        def tok(k: int, b=b, sp=sp, e=e, nt=nt):
+            return (b if k == 0 else sp[:, k - 1] + 1), (sp[:, k] if k < nt else e)
+
+        # Layout = token count plus every keyword in place, byte for byte (a damaged keyword is not a
+        # standard line: the per-line parser decides), and numbers checked digit by digit below.
+        words = [(1, b"sendbuff"), (3, b"recvbuff"), *([(5, b"acc")] if shift else []),
+                 *((k + shift, w) for k, w in ((5, b"count"), (7, b"datatype"), (9, b"op"), (11, b"root"),
+                                               (13, b"comm"), (16, b"stream"))),
+                 *([(18 + shift, b"task"), (20 + shift, b"globalrank")] if rccl else [])]
+        good = np.ones(len(rows), dtype=bool)
+        for k, w in words:
+            good &= ch.equals(*tok(k), w)
+        for name, k, width in (("count", 6, 18), ("dt", 8, 4), ("root", 12, 9)):
+            value, valid = ch.decimal(*tok(k + shift), width)
+            cols[name][rows] = value
+            good &= valid
+        s, e2 = tok(15 + shift)
+        good &= ch.equals(s, s + 8, b"[nranks=") & (ch.arr[np.maximum(e2 - 1, 0)] == 93)
+        value, valid = ch.decimal(s + 8, e2 - 1, 9)
+        cols["nranks"][rows] = value
+        good &= valid
+        value, valid = ch.hexnum(*tok(0))
+        opc[rows] = value
+        good &= valid
+        s, e2 = tok(14 + shift)
+        good &= ch.equals(s, s + 2, b"0x")
+        comm_start[rows], comm_end[rows] = s + 2, e2
+        if rccl:
+            value, valid = ch.decimal(*tok(21 + shift), 9)
+            cols["grank"][rows] = value
+            good &= valid
+        layout_ok[rows] = good
+    ok &= layout_ok
+    # The op name is the word ending at the mark, right after " NCCL INFO ".
+    k = k1 - 1
+    op_start = np.maximum(np.where(k >= 0, ch.sp[np.clip(k, 0, last)] + 1, 0), start) if len(ch.sp) else start
+    op = _op_names(ch, op_start, marks)
+    ok &= op != None  # noqa: E711 - elementwise test on an object array
+    # A process uses a few comm pointers: parse each distinct one once (no per-row hex arithmetic).
+    codes, uniq = distinct_tokens(ch, comm_start, comm_end)
+    ptr = np.array([_pointer(u) for u in uniq], dtype=object)
+    comm = ptr[codes] if n else np.empty(0, dtype=object)
+    ok &= comm != None  # noqa: E711
+    prefix = prefix_fields(ch, op_start, start, k1 - 3)
+    ok &= prefix.pop("ok")
+    cols.update(prefix)
+    cols["op"] = op
+    cols["line"] = li
+    cols["opc"] = opc.view(np.int64)  # compared for equality only: no text needed
+    cols["comm"] = comm
+    return cols, ok
+
+
+
+
+_OP_OF_BYTES: dict[bytes, str] = dict(_OP_BYTES)
+_HEX_DIGITS = re.compile(rb"[0-9a-fA-F]{1,16}")
+
+
+def _op_names(ch: Chunk, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """The NCCL op name exactly in each [start, end), or None (looked up once per distinct token)."""
+    codes, uniq = distinct_tokens(ch, start, end)
+    names = np.array([_OP_OF_BYTES.get(u) for u in uniq], dtype=object)
+    return names[codes] if len(start) else np.empty(0, dtype=object)
+
+
+def _pointer(digits: bytes) -> str | None:
+    """``0x`` + 1 to 16 hex digits in the canonical form of :func:`nccl_log_lines.pointer_text`, else None."""
+    return f"0x{int(digits, 16):x}" if _HEX_DIGITS.fullmatch(digits) else None
+
+
+def prefix_fields(ch: Chunk, body_start: np.ndarray, line_start: np.ndarray,
+                  k: np.ndarray | None = None) -> dict[str, np.ndarray]:
+    """host, pid, tid and outer timestamp of lines whose NCCL body starts at ``body_start``.
+
+    ``ok`` is False where the body is not preceded by ``host:pid:tid [dev] NCCL INFO ``. ``k``, when the
+    caller knows it, is the index in ``ch.sp`` of the space that starts ``" NCCL INFO "``.
+    """
+    n = len(body_start)
+    info = body_start - len(" NCCL INFO ")
+    ok = ch.equals(info, body_start, b" NCCL INFO ") & (
+        info > line_start)
+    if k is None:
+        k = np.searchsorted(ch.sp, info)
+    ok &= (k >= 0) & (ch.sp[np.clip(k, 0, max(len(ch.sp) - 1, 0))] == info) if len(ch.sp) else ok & False
+    s1 = ch.sp[np.clip(k - 1, 0, len(ch.sp) - 1)]
+    ok &= (k >= 1) & (s1 >= line_start) & (ch.arr[np.minimum(s1 + 1, ch.n)] == 91)
+    s2 = np.where(k >= 2, ch.sp[np.clip(k - 2, 0, len(ch.sp) - 1)], -1)
+    has_outer = s2 >= line_start
+    hpt_start = np.where(has_outer, s2 + 1, line_start)
+    codes, uniq = distinct_tokens(ch, hpt_start, s1)
+    hosts, pids, tids, bad = [], [], [], []
+    for token in uniq:
+        parts = token.decode("utf-8", "replace").rsplit(":", 2)
+        good = len(parts) == 3 and parts[1].isdigit() and parts[2].isdigit()
+        # A launcher tag glued before the host (Open MPI ``[1,4]<stdout>:host``) ends at a ':'.
+        hosts.append(parts[0].rsplit(":", 1)[-1] if good else "")
+        pids.append(int(parts[1]) if good else -1)
+        tids.append(int(parts[2]) if good else -1)
+        bad.append(not good)
+    ok &= ~np.asarray(bad, dtype=bool)[codes] if n else ok
+    out = {
+        "host": np.asarray(hosts, dtype=object)[codes] if n else np.empty(0, dtype=object),
+        "pid": np.asarray(pids, dtype=np.int64)[codes] if n else np.empty(0, dtype=np.int64),
+        "tid": np.asarray(tids, dtype=np.int64)[codes] if n else np.empty(0, dtype=np.int64),
+        "ts_us": np.full(n, NO_TS, dtype=np.int64),
+        "ok": ok,
+    }
+    rows = np.flatnonzero(has_outer & ok)
+    if len(rows):
+        out["ts_us"][rows] = outer_timestamps(ch, line_start[rows], s2[rows])
+    return out
+
+
+def distinct_tokens(ch: Chunk, start: np.ndarray, end: np.ndarray, max_width: int = 64) -> tuple[np.ndarray, list]:
+    """Codes and distinct values (bytes) of the tokens [start, end) (empty where end <= start).
+
+    Tokens up to ``max_width`` bytes are compared as one fixed-width numpy string each (no Python object
+    per row); longer ones, or ones holding a NUL byte (numpy strings drop trailing NULs), are sliced one by one.
+    """
+    length = np.maximum(end - start, 0)
+    width = -(-int(length.max(initial=0)) // 8) * 8  # whole 8-byte words
+    if 0 < width <= max_width:
+        mat = ch.gather(start, width)
+        outside = np.arange(width) >= length[:, None]
+        if not ((mat == 0) & ~outside).any():
+            mat[outside] = 0
+            # Hash-factorize the tokens 8 bytes at a time (pandas' hash table, no sort, no object per row).
+            words = mat.view(np.uint64)
+            codes = pd.factorize(words[:, 0])[0]
+            for j in range(1, words.shape[1]):
+                more = pd.factorize(words[:, j])[0]
+                codes = pd.factorize(codes * (int(more.max()) + 1) + more)[0]
+            first = np.zeros(int(codes.max()) + 1, dtype=np.int64)
+            first[codes[::-1]] = np.arange(len(codes) - 1, -1, -1)
+            uniq = [mat[i, : length[i]].tobytes() for i in first.tolist()]
+            return codes, uniq
+    buf = ch.buf
+    tokens = [buf[a:z] for a, z in zip(start.tolist(), end.tolist(), strict=True)]
+    codes, uniq = pd.factorize(np.array(tokens, dtype=object))
+    return codes, list(uniq)
+
+
+def outer_timestamps(ch: Chunk, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Microseconds since the epoch of the timestamp in each outer prefix [start, end); NO_TS when none.
+
+    The NCCL 2.26 ``[%F %T.%Nf]`` and external ``%F %T.%f`` layouts are read positionally; any other outer
+    text (a launcher tag, a tag before the stamp) goes to the per-line parser once per distinct text.
+    """
+    br = ch.arr[np.minimum(start, ch.n)] == 91  # '['
+    s = start + br
+    e = end - (ch.arr[np.maximum(end - 1, 0)] == 93)
+    m = ch.gather(s, 26)
+    d = m - np.uint8(48)  # digits become 0..9; anything else wraps to >= 10
+    ok = (e - s >= 19) & (m[:, 4] == 45) & (m[:, 7] == 45) & ((m[:, 10] == 32) | (m[:, 10] == 84))
+    ok &= (m[:, 13] == 58) & (m[:, 16] == 58)
+    ok &= (d[:, [0, 1, 2, 3, 5, 6, 8, 9, 11, 12, 14, 15, 17, 18]] <= 9).all(axis=1)
+    di = d[:, :19].astype(np.int64)
+    year = di[:, 0] * 1000 + di[:, 1] * 100 + di[:, 2] * 10 + di[:, 3]
+    month, day = di[:, 5] * 10 + di[:, 6], di[:, 8] * 10 + di[:, 9]
+    secs = (di[:, 11] * 10 + di[:, 12]) * 3600 + (di[:, 14] * 10 + di[:, 15]) * 60 + di[:, 17] * 10 + di[:, 18]
+    flen = np.clip(e - s - 20, 0, 6)
+    has_frac = e - s > 19
+    ok &= ~has_frac | ((m[:, 19] == 46) | (m[:, 19] == 44)) & (e - s <= 26)
+    fd = d[:, 20:26]
+    inside = np.arange(6) < flen[:, None]
+    ok &= ((fd <= 9) | ~inside).all(axis=1)
+    frac = (np.where(inside, fd, 0).astype(np.int64) * _POW10[5 - np.arange(6)]).sum(axis=1)
+    out = _days_from_civil(year, month, day) * 86_400_000_000 + secs * 1_000_000 + frac
+    out = np.where(ok, out, NO_TS)
+    rest = np.flatnonzero(~ok)
+    if len(rest):
+        out[rest] = text_timestamps(ch.buf, start[rest], end[rest])
+    return out
+
+
+def text_timestamps(buf: bytes, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """:func:`nccl_log_lines.timestamp_us` of each text ``buf[start:end]`` (NO_TS when none), parsed once per
+    distinct text: the outer prefixes the fixed layouts cannot read."""
+    texts = [buf[a:z] for a, z in zip(start.tolist(), end.tolist(), strict=True)]
+    codes, uniq = pd.factorize(np.array(texts, dtype=object))
+    vals = [L.timestamp_us(u.decode("utf-8", "replace")) for u in uniq]
+    return np.array([NO_TS if v is None else v for v in vals], dtype=np.int64)[codes]
+
+
+def _days_from_civil(y: np.ndarray, m: np.ndarray, d: np.ndarray) -> np.ndarray:
+    """Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's algorithm), vectorised."""
+    y = y - (m <= 2)
+    era = np.floor_divide(y, 400)
+    yoe = y - era * 400
+    doy = (153 * (m + np.where(m > 2, -3, 9)) + 2) // 5 + d - 1
+    doe = yoe * 365 + yoe // 4 - yoe // 100 + doy
+    return era * 146097 + doe - 719468
+
+
+def tuning_fields(ch: Chunk, marks: np.ndarray) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """TUNING lines whose ``" Bytes -> Algo "`` is at ``marks`` (all three versions), as columns.
+
+    Returns
+    -------
+    (columns, ok)
+        ``line`` (0-based in the chunk), ``host``, ``pid``, ``op`` (printed name or None), ``nbytes``,
+        ``algo``, ``proto``, ``ts_us``; only rows with ``ok`` are valid (the rest need the per-line parser).
+    """
+    li = ch.line_of(marks)
+    start, end = ch.line_bounds(li)
+    last = max(len(ch.sp) - 1, 0)
+    k = np.searchsorted(ch.sp, marks) - 1  # the space before the byte count
+    nb_start = np.where(k >= 0, ch.sp[np.clip(k, 0, last)] + 1, start)
+    nbytes, ok = ch.decimal(np.maximum(nb_start, start), marks)
+    k2 = k - 1
+    op_start = np.where(k2 >= 0, ch.sp[np.clip(k2, 0, last)] + 1, start)
+    named = (op_start >= start) & (ch.arr[np.maximum(nb_start - 2, 0)] == 58)  # "%s: " before
+    body = np.where(named, op_start, nb_start)
+    prefix = prefix_fields(ch, body, start)
+    ok &= prefix["ok"]
+    op = _op_names(ch, op_start, nb_start - 2)
+    ok &= ~named | (op != None)  # noqa: E711 - garbage glued to the name: per-line parser
+    op[~named] = None
+    # "<algo> proto <proto>" after the mark, single spaces, each name \w+ (else the per-line parser).
+    a0 = marks + len(" Bytes -> Algo ")
+    ka = np.searchsorted(ch.sp, a0)
+    sp = ch.sp[np.minimum(ka[:, None] + np.arange(3), last)] if len(ch.sp) else np.zeros((len(marks), 3), np.int64)
+    inside = (ka[:, None] + np.arange(3) <= last) & (sp < end[:, None])
+    ok &= inside[:, 0] & inside[:, 1] & ch.equals(sp[:, 0] + 1, sp[:, 1], b"proto")
+    p_end = np.where(inside[:, 2], sp[:, 2], end)
+    algo = _names(ch, a0, sp[:, 0], ok, L.algo_name)
+    proto = _names(ch, sp[:, 1] + 1, p_end, ok, L.proto_name)
+    ok &= (algo != None) & (proto != None)  # noqa: E711
+    cols = {"line": li, "host": prefix["host"], "pid": prefix["pid"], "op": op, "nbytes": nbytes,
+            "algo": algo, "proto": proto, "ts_us": prefix["ts_us"]}
+    return cols, ok
+
+
+_WORD = re.compile(rb"\w+")
+
+
+def _names(ch: Chunk, start: np.ndarray, end: np.ndarray, ok: np.ndarray, name) -> np.ndarray:
+    """``name(token)`` for the word token in each [start, end) of the ``ok`` rows, else None (once per distinct
+    token)."""
+    out = np.full(len(start), None, dtype=object)
+    rows = np.flatnonzero(ok & (end > start))
+    if not len(rows):
+        return out
+    codes, uniq = distinct_tokens(ch, start[rows], end[rows])
+    names = np.array([name(u.decode()) if _WORD.fullmatch(u) else None for u in uniq], dtype=object)
+    out[rows] = names[codes]
+    return out

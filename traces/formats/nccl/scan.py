@@ -1,0 +1,395 @@
+"""Stream one NCCL debug-log file in large byte chunks and pull out what the reader needs.
+
+Memory stays bounded: a file is read in ``CHUNK_BYTES`` pieces cut at the last newline. In each chunk a
+literal substring search finds the COLL lines (``": opCount "``), the TUNING lines and the candidates for
+the rare Init / ring / version lines. COLL and TUNING lines in the standard layouts are read positionally,
+by the compiled kernel of :mod:`traces.formats.nccl.kernel_numba` (through :mod:`traces.formats.nccl.scan_numba`) or, where
+numba is missing or the input small, by :mod:`traces.formats.nccl.kernel_numpy` (numpy, no regex per line); every
+other COLL line (interleaved writes, lines without a prefix, unusual layouts) goes through the forgiving
+per-line parser of :mod:`traces.formats.nccl.layout`. All paths give the same fields (tests check that).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import multiprocessing as mp
+import os
+import sys
+from collections.abc import Callable, Iterator
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from traces.formats.nccl import kernel_numpy as F
+from traces.formats.nccl import layout as L
+from traces.ingest_report import IngestReport
+from traces.schema import TraceError
+
+CHUNK_BYTES = 2 << 20  # measured: 2 MiB beat 1 and 8 MiB (cache-resident working set)
+NO_TS = F.NO_TS
+#: Columns of the COLL records a scan returns (numpy arrays of equal length).
+COLL_FIELDS = ("line", "host", "pid", "tid", "ts_us", "op", "opc", "count", "dt", "root", "comm", "nranks",
+               "grank")
+#: ``opc`` is kept as the opCount's 64 bits in an int64 (only compared for equality): no string per row.
+_INT_FIELDS = ("line", "pid", "tid", "ts_us", "opc", "count", "dt", "root", "nranks", "grank")
+
+
+@dataclass
+class FileScan:
+    """Everything one file says: COLL columns plus the rare records (dicts), in line order."""
+
+    path: str
+    coll: dict[str, np.ndarray]
+    inits: list[dict[str, Any]] = field(default_factory=list)
+    rings: list[dict[str, Any]] = field(default_factory=list)
+    tunings: dict[str, np.ndarray] = field(default_factory=dict)  # TUNING_FIELDS columns
+    tuning_parts: list[dict[str, Any]] = field(default_factory=list)  # while scanning
+    versions: list[str] = field(default_factory=list)
+    min_ts_us: int | None = None
+    lines: int = 0
+    nccl_lines: int = 0
+
+
+#: Columns of the TUNING records (``op`` is the printed name or None).
+TUNING_FIELDS = ("line", "host", "pid", "op", "nbytes", "algo", "proto")
+_TUNING_INT = ("line", "pid", "nbytes")
+
+
+def _finish_tunings(parts: list[dict[str, Any]]) -> dict[str, np.ndarray]:
+    out: dict[str, np.ndarray] = {}
+    for name in TUNING_FIELDS:
+        dtype = np.int64 if name in _TUNING_INT else object
+        arrays = [np.asarray(p[name], dtype=dtype) for p in parts]
+        out[name] = np.concatenate(arrays) if arrays else np.empty(0, dtype=dtype)
+    return out
+
+
+def _empty_columns() -> dict[str, list]:
+    return {name: [] for name in COLL_FIELDS}
+
+
+def _finish_columns(parts: list[dict[str, Any]]) -> dict[str, np.ndarray]:
+    out: dict[str, np.ndarray] = {}
+    for name in COLL_FIELDS:
+        arrays = [np.asarray(p[name], dtype=np.int64 if name in _INT_FIELDS else object) for p in parts]
+        if arrays:
+            out[name] = np.concatenate(arrays)
+        else:
+            out[name] = np.empty(0, dtype=np.int64 if name in _INT_FIELDS else object)
+    return out
+
+
+#: Files at least this large are scanned by ``WORKERS`` processes, each over its own byte range.
+PARALLEL_BYTES = 48 << 20
+#: Chunk reader: "auto" (see :func:`use_jit`), "jit" (compiled kernel) or "numpy".
+ENGINE = "auto"
+JIT_MIN_BYTES = 64 << 20
+WORKERS = 1  # measured: 2 processes were slower than 1 on the shared 2-core machine (see docs)
+
+
+def use_jit(total_bytes: int) -> bool:
+    """Whether to scan with the compiled kernel: numba is installed and either it is already loaded in this
+    process or the input is at least ``JIT_MIN_BYTES``. Importing numba and loading the cached machine code
+    cost ~1.2 s per process and the kernel saves ~20 ms per MB over the numpy path (measured on the ingest
+    benchmark), so a new process breaks even near 60 MB. ``ENGINE`` forces a choice."""
+    if ENGINE == "numpy":
+        return False
+    if ENGINE == "jit":
+        return True
+    if "traces.formats.nccl.kernel_numba" in sys.modules:
+        return True
+    if total_bytes < JIT_MIN_BYTES or importlib.util.find_spec("numba") is None:
+        return False
+    try:  # a broken numba install (or a platform it cannot compile for) leaves the numpy path
+        import traces.formats.nccl.kernel_numba  # noqa: F401
+    except Exception:  # noqa: BLE001 - any failure to load the kernel means: do without it
+        return False
+    return True
+
+
+def scan_file(path: Path, report: IngestReport, progress: Callable[[float], Any] | None = None,
+              jit: bool = False) -> FileScan:
+    """Read one NCCL log file.
+
+    Parameters
+    ----------
+    path : Path
+        The log file.
+    report : IngestReport
+        Unusable COLL lines are counted here (reason and first ``file:line``).
+    progress : callable, optional
+        Called with the bytes consumed after each chunk (each range, when scanned in parallel).
+    jit : bool
+        Read chunks with the compiled kernel (:mod:`traces.formats.nccl.kernel_numba`) instead of the numpy path; both
+        give the same scan.
+
+    Returns
+    -------
+    FileScan
+
+    Raises
+    ------
+    TraceError
+        When the file cannot be read or holds binary data.
+    """
+    try:
+        with open(path, "rb") as handle:
+            _check_text(path, handle.read(65536))
+        size = os.path.getsize(path)
+    except OSError as exc:
+        raise TraceError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    if size >= PARALLEL_BYTES and WORKERS > 1 and "fork" in mp.get_all_start_methods():
+        ranges = _ranges(path, size, 2 * WORKERS)
+        # fork: workers inherit the imported modules, so they start at once; each reads its own range.
+        with ProcessPoolExecutor(WORKERS, mp_context=mp.get_context("fork")) as pool:
+            futures = [pool.submit(_scan_range_coded, str(path), a, b, jit) for a, b in ranges]
+            results = []
+            for (a, b), fut in zip(ranges, futures, strict=True):
+                results.append(fut.result())
+                if progress is not None:
+                    progress(b - a)
+        return _merge(str(path), results, report)
+    scan, skips = _scan_range(str(path), 0, size, progress, jit)
+    return _merge(str(path), [(scan, skips)], report)
+
+
+def _ranges(path: Path, size: int, n: int) -> list[tuple[int, int]]:
+    """``n`` byte ranges covering the file, each starting at a line start."""
+    cuts = [0]
+    with open(path, "rb") as handle:
+        for k in range(1, n):
+            handle.seek(max(k * size // n, cuts[-1]))
+            handle.readline()
+            cuts.append(min(max(handle.tell(), cuts[-1]), size))
+    cuts.append(size)
+    return [(a, b) for a, b in zip(cuts[:-1], cuts[1:], strict=True) if b > a]
+
+
+def _scan_range(path: str, begin: int, end: int, progress: Callable[[float], Any] | None = None,
+                jit: bool = False) -> tuple[FileScan, list[tuple[str, int, int]]]:
+    """Scan bytes [begin, end) of a file (cut at line starts); line numbers count from the range start.
+
+    Returns the scan and the skipped lines as (reason, first line, count).
+    """
+    scan = FileScan(path=path, coll={})
+    report = IngestReport()
+    parts: list[dict[str, Any]] = []
+    line_base = 0
+    try:
+        with open(path, "rb") as handle:
+            if jit:
+                from traces.formats.nccl.scan_numba import scan_chunks
+
+                line_base = scan_chunks(_chunks(handle, begin, end), scan, parts, report, progress)
+            else:
+                for buf in _chunks(handle, begin, end):
+                    line_base += _scan_chunk(buf, line_base, scan, parts, report)
+                    if progress is not None:
+                        progress(len(buf))
+    except OSError as exc:
+        raise TraceError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    scan.lines = line_base
+    scan.coll = _finish_columns(parts)
+    scan.tunings = _finish_tunings(scan.tuning_parts)
+    scan.tuning_parts = []
+    skips = [(reason, int(report.examples[reason].rsplit(":", 1)[1]), n) for reason, n in report.skipped.items()]
+    return scan, skips
+
+
+def _chunks(handle: Any, begin: int, end: int) -> Iterator[bytes]:
+    """Chunks of about ``CHUNK_BYTES`` of bytes [begin, end) of an open file, each ending at a line end."""
+    handle.seek(begin)
+    rest = b""
+    left = end - begin
+    while True:
+        data = handle.read(min(CHUNK_BYTES, left))
+        left -= len(data)
+        if not data:
+            if rest:
+                yield rest
+            return
+        buf = rest + data
+        cut = buf.rfind(b"\n") + 1
+        if cut == 0:  # no newline in a whole chunk: keep reading (one very long line)
+            rest = buf
+            continue
+        rest = buf[cut:]
+        yield buf[:cut]
+
+
+_TEXT_FIELDS = ("host", "op", "comm")
+
+
+def _scan_range_coded(path: str, begin: int, end: int, jit: bool = False
+                      ) -> tuple[FileScan, list[tuple[str, int, int]]]:
+    """:func:`_scan_range` for a worker process: text columns go back as integer codes plus the distinct
+    values, which pickle far faster than one Python string per row."""
+    scan, skips = _scan_range(path, begin, end, jit=jit)
+    for name in _TEXT_FIELDS:
+        codes, uniq = pd.factorize(scan.coll[name])
+        scan.coll[name] = (codes.astype(np.int32), list(uniq))
+    return scan, skips
+
+
+def _merge(path: str, results: list[tuple[FileScan, list[tuple[str, int, int]]]], report: IngestReport) -> FileScan:
+    """Join range scans in file order, turning range line numbers into file line numbers."""
+    out = FileScan(path=path, coll={})
+    parts = []
+    base = 0
+    for scan, skips in results:
+        col = dict(scan.coll)
+        for name in _TEXT_FIELDS:
+            if isinstance(col[name], tuple):  # coded by a worker process
+                codes, uniq = col[name]
+                col[name] = np.asarray(uniq, dtype=object)[codes] if len(codes) else np.empty(0, dtype=object)
+        col["line"] = col["line"] + base
+        parts.append(col)
+        for kind in (scan.inits, scan.rings):
+            for rec in kind:
+                rec["line"] += base
+        tun = dict(scan.tunings)
+        tun["line"] = tun["line"] + base
+        out.tuning_parts.append(tun)
+        out.inits += scan.inits
+        out.rings += scan.rings
+        out.versions += scan.versions
+        for reason, line, n in skips:
+            report.skip(reason, f"{path}:{line + base}", n)
+        if scan.min_ts_us is not None:
+            _note_ts(out, scan.min_ts_us)
+        out.nccl_lines += scan.nccl_lines
+        base += scan.lines
+    out.lines = base
+    out.coll = _finish_columns(parts)
+    out.tunings = _finish_tunings(out.tuning_parts)
+    out.tuning_parts = []
+    return out
+
+
+def _check_text(path: Path, head: bytes) -> None:
+    # NCCL writes plain text: control bytes other than tab/CR/LF mean a binary file (core dump, Parquet).
+    sample = np.frombuffer(head[:65536], dtype=np.uint8)
+    control = ((sample < 32) & (sample != 9) & (sample != 10) & (sample != 13)).sum()
+    if control > len(sample) // 100 and b"NCCL" not in head[:65536]:
+        raise TraceError(f"{path}: not a text NCCL log (binary data)")
+
+
+def _scan_chunk(buf: bytes, line_base: int, scan: FileScan, parts: list, report: IngestReport) -> int:
+    if not scan.nccl_lines:  # only to tell "not an NCCL log" apart from "no COLL lines"
+        scan.nccl_lines = buf.count(b"NCCL")
+    ch = F.Chunk(buf)
+    marks = ch.find(L.COLL_MARK.encode(), 4)
+    coll_lines = np.empty(0, dtype=np.int64)
+    if len(marks):
+        cols, ok = F.coll_fields(ch, marks)
+        coll_lines = cols["line"]
+        if ok.any():
+            part = {name: cols[name][ok] for name in COLL_FIELDS if name != "line"}
+            part["line"] = cols["line"][ok] + line_base + 1
+            parts.append(part)
+        slow = _empty_columns()
+        for i in np.unique(cols["line"][~ok]).tolist():
+            nxt = ch.line_text(i + 1) if i + 1 < len(ch.ends) else None
+            _parse_slow(ch.line_text(i), nxt, line_base + i + 1, scan, slow, report)
+        if slow["line"]:
+            parts.append(slow)
+    tmarks = ch.find(b" Bytes -> Algo ", 8)
+    tuning_lines = np.empty(0, dtype=np.int64)
+    if len(tmarks):
+        tcols, tok = F.tuning_fields(ch, tmarks)
+        if tok.any():
+            part = {name: tcols[name][tok] for name in TUNING_FIELDS}
+            tuning_lines = part["line"]
+            part["line"] = tuning_lines + line_base + 1
+            scan.tuning_parts.append(part)
+            ts = tcols["ts_us"][tok]
+            ts = ts[ts != NO_TS]
+            if len(ts):
+                _note_ts(scan, int(ts.min()))
+    others = np.concatenate([ch.find(b"anks ", 2), ch.find(b"Channel ", 0), ch.find(b"NCCL version", 5),
+                             tmarks])
+    if len(others):
+        cand = np.unique(ch.line_of(others))
+        cand = cand[~np.isin(cand, coll_lines) & ~np.isin(cand, tuning_lines)]
+        for i in cand.tolist():
+            _parse_other(ch.line_text(i), line_base + i + 1, scan)
+    return len(ch.ends)
+
+
+def _parse_slow(text: str, nxt: str | None, line: int, scan: FileScan, slow: dict[str, list],
+                report: IngestReport) -> None:
+    """The forgiving per-line parser for a COLL line the fast path could not read (``nxt``: the next line)."""
+    recs = L.parse_coll_lines(text)
+    if not recs and nxt is not None and nxt[:1].isspace():  # hard-wrapped mid-body: join the continuation
+        recs = L.parse_coll_lines(text.rstrip() + " " + nxt.strip())
+    if not recs:
+        report.skip("malformed COLL line (fields missing or garbled)", f"{scan.path}:{line}")
+    for rec in recs:
+        _append_slow(slow, rec, line)
+
+
+def _append_slow(cols: dict[str, list], rec: L.CollLine, line: int) -> None:
+    p = rec.prefix
+    for name, value in (("line", line), ("host", p.host), ("pid", p.pid), ("tid", p.tid),
+                        ("ts_us", NO_TS if p.ts_us is None else p.ts_us), ("op", rec.op), ("opc", _opc_int(rec.opc)),
+                        ("count", rec.count), ("dt", rec.dt), ("root", rec.root), ("comm", rec.comm),
+                        ("nranks", rec.nranks), ("grank", rec.grank)):
+        cols[name].append(value)
+
+
+def _opc_int(text: str) -> int:
+    """The opCount's 64 bits as a signed int64 value (what the fast path stores)."""
+    value = int(text, 16) & ((1 << 64) - 1)
+    return value - (1 << 64) if value >= 1 << 63 else value
+
+
+def _note_ts(scan: FileScan, ts: int | None) -> None:
+    if ts is not None and (scan.min_ts_us is None or ts < scan.min_ts_us):
+        scan.min_ts_us = ts
+
+
+def _parse_other(text: str, line: int, scan: FileScan) -> None:
+    # Cheap substring guards first: most candidates are transport lines ("Channel 00/0 : 0[0] -> 1[1]").
+    m = L.VERSION_RE.search(text) if "NCCL version" in text else None
+    if m:
+        scan.versions.append(m["version"])
+    m = L.INIT_RE.search(text) if "anks " in text else None
+    if m:
+        prefix = L.parse_prefix_at(text, m.start())
+        tail_end = text.find(" NCCL INFO ", m.end())
+        tail = text[m.end(): tail_end if tail_end >= 0 else len(text)]
+        cid = L.COMMID_RE.search(tail)
+        local = L.LOCALRANKS_RE.search(tail)
+        scan.inits.append({
+            "line": line, "host": prefix.host, "pid": prefix.pid, "tid": prefix.tid,
+            "ptr": L.pointer_text(m["ptr"]), "rank": int(m["rank"]), "nranks": int(m["nranks"]),
+            "dev": int(m["dev"]) if m["dev"] is not None else None,
+            "comm_id": cid.group(1).lower() if cid else None,
+            "local_ranks": int(local.group(1)) if local else None,
+        })
+        _note_ts(scan, prefix.ts_us)
+        return
+    m = L.RING_RE.search(text) if "Channel " in text and "->" not in text else None
+    if m:
+        prefix = L.parse_prefix_at(text, m.start())
+        scan.rings.append({
+            "line": line, "host": prefix.host, "pid": prefix.pid, "tid": prefix.tid, "channel": int(m["ch"]),
+            "ranks": [int(x) for x in m["ranks"].split()], "more": m["more"] is not None,
+        })
+        _note_ts(scan, prefix.ts_us)
+        return
+    m = L.TUNING_RE.search(text) if "Bytes -> Algo" in text else None
+    if m:
+        prefix = L.parse_prefix_at(text, m.start())
+        scan.tuning_parts.append({
+            "line": [line], "host": [prefix.host], "pid": [prefix.pid],
+            "op": [L.op_name(m["op"]) if m["op"] else None], "nbytes": [int(m["nbytes"])],
+            "algo": [L.algo_name(m["algo"])], "proto": [L.proto_name(m["proto"])],
+        })
+        _note_ts(scan, prefix.ts_us)
+
+

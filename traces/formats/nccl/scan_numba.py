@@ -1,0 +1,120 @@
+"""The compiled chunk reader's side of a scan: the kernel of :mod:`traces.formats.nccl.kernel_numba` runs on chunks in
+threads ahead of the caller, and its arrays become the same columns and records the numpy path of
+:mod:`traces.formats.nccl.scan` produces (odd lines still go to the same per-line parsers)."""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from traces.formats.nccl import kernel_numba as J
+from traces.formats.nccl import layout as L
+from traces.formats.nccl.kernel_numpy import text_timestamps
+from traces.formats.nccl.scan import NO_TS, FileScan, _empty_columns, _note_ts, _parse_other, _parse_slow
+from traces.ingest_report import IngestReport
+
+#: Threads running the compiled kernel ahead of the thread that builds the columns (it releases the GIL).
+KERNEL_THREADS = 2
+
+
+def scan_chunks(chunks: Iterator[bytes], scan: FileScan, parts: list, report: IngestReport,
+                progress: Callable[[float], Any] | None) -> int:
+    """Scan chunks with the compiled kernel, up to ``KERNEL_THREADS`` chunks ahead in threads, so the kernel's
+    passes over the next chunks run while this thread turns chunk k's arrays into columns (memory: at most
+    ``KERNEL_THREADS + 1`` chunks in flight).
+
+    Returns
+    -------
+    int
+        The lines in all chunks; columns go to ``parts``, rare records and TUNING columns to ``scan``.
+    """
+    line_base = 0
+    pending: deque[tuple[bytes, Future]] = deque()
+    with ThreadPoolExecutor(KERNEL_THREADS) as pool:
+        for buf in chunks:
+            pending.append((buf, pool.submit(J.scan_chunk, np.frombuffer(buf, dtype=np.uint8))))
+            if len(pending) > KERNEL_THREADS:
+                done, fut = pending.popleft()
+                line_base += _columns(done, fut.result(), line_base, scan, parts, report)
+                if progress is not None:
+                    progress(len(done))
+        while pending:
+            done, fut = pending.popleft()
+            line_base += _columns(done, fut.result(), line_base, scan, parts, report)
+            if progress is not None:
+                progress(len(done))
+    return line_base
+
+
+def _columns(buf: bytes, kernel_out: tuple, line_base: int, scan: FileScan, parts: list,
+             report: IngestReport) -> int:
+    """What ``nccl_log_scan._scan_chunk`` does, from the compiled kernel's arrays for ``buf`` (same fields,
+    same rules). Returns the chunk's line count."""
+    if not scan.nccl_lines:
+        scan.nccl_lines = buf.count(b"NCCL")
+    a = np.frombuffer(buf, dtype=np.uint8)
+    coll, u64, tun, others, n_lines = kernel_out
+    ok = coll[:, J.C_OK] == 1
+    if ok.any():
+        c, words = coll[ok], u64[ok]
+        ccodes, comms = pd.factorize(words[:, 1])
+        parts.append({
+            "line": c[:, J.C_LINE] + line_base + 1,
+            "host": _text_column(a, buf, c[:, J.C_HS], c[:, J.C_HE]), "pid": c[:, J.C_PID], "tid": c[:, J.C_TID], "ts_us": _stamps(buf, c[:, J.C_TS], c[:, J.C_OS], c[:, J.C_OE]),
+            "op": J.OP_NAMES[c[:, J.C_OP]], "opc": words[:, 0].view(np.int64), "count": c[:, J.C_COUNT],
+            "dt": c[:, J.C_DT], "root": c[:, J.C_ROOT],
+            "comm": np.array([f"0x{int(v):x}" for v in comms], dtype=object)[ccodes],
+            "nranks": c[:, J.C_NRANKS], "grank": c[:, J.C_GRANK],
+        })
+    if not ok.all():
+        slow = _empty_columns()
+        for line, ls, le in coll[~ok][:, [J.C_LINE, J.C_LS, J.C_LE]].tolist():
+            nxt = None
+            if line + 1 < n_lines:
+                nl = buf.find(b"\n", le)
+                stop = buf.find(b"\n", nl + 1)
+                nxt = buf[nl + 1: stop if stop >= 0 else len(buf)].decode("utf-8", "replace").rstrip("\r")
+            text = buf[ls:le].decode("utf-8", "replace").rstrip("\r")
+            _parse_slow(text, nxt, line_base + line + 1, scan, slow, report)
+        if slow["line"]:
+            parts.append(slow)
+    tok = tun[:, J.T_OK] == 1
+    if tok.any():
+        t = tun[tok]
+        op = np.where(t[:, J.T_OP] >= 0, J.OP_NAMES[np.maximum(t[:, J.T_OP], 0)], None)
+        scan.tuning_parts.append({
+            "line": t[:, J.T_LINE] + line_base + 1,
+            "host": _text_column(a, buf, t[:, J.T_HS], t[:, J.T_HE]), "pid": t[:, J.T_PID], "op": op,
+            "nbytes": t[:, J.T_NBYTES],
+            "algo": _text_column(a, buf, t[:, J.T_AS], t[:, J.T_AE], lambda u: L.algo_name(u.decode())),
+            "proto": _text_column(a, buf, t[:, J.T_PS], t[:, J.T_PE], lambda u: L.proto_name(u.decode())),
+        })
+        ts = _stamps(buf, t[:, J.T_TS], t[:, J.T_OS], t[:, J.T_OE])
+        ts = ts[ts != NO_TS]
+        if len(ts):
+            _note_ts(scan, int(ts.min()))
+    for line, ls, le in others.tolist():
+        _parse_other(buf[ls:le].decode("utf-8", "replace").rstrip("\r"), line_base + line + 1, scan)
+    return n_lines
+
+
+def _text_column(a: np.ndarray, buf: bytes, start: np.ndarray, end: np.ndarray,
+                 convert: Callable[[bytes], Any] = lambda u: u.decode("utf-8", "replace")) -> np.ndarray:
+    """Object column of ``convert(span)`` for the spans [start, end) of the chunk, converted once per value."""
+    codes, uniq = J.distinct_spans(a, buf, np.ascontiguousarray(start), np.ascontiguousarray(end))
+    return np.array([convert(u) for u in uniq], dtype=object)[codes]
+
+
+def _stamps(buf: bytes, ts: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """The kernel's timestamps, with outer texts it could not read (``start >= 0``) parsed once per distinct text."""
+    rest = np.flatnonzero(start >= 0)
+    if not len(rest):
+        return ts
+    ts = ts.copy()
+    ts[rest] = text_timestamps(buf, start[rest], end[rest])
+    return ts
