@@ -26,6 +26,8 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from traces.errors import TraceError  # re-exported: the trace family of collsim's CollsimError
+
 SCHEMA_VERSION = 1
 METADATA_KEY = "collsim"
 
@@ -126,10 +128,6 @@ ARROW_SCHEMA = pa.schema(
         ("split_bytes", pa.list_(pa.int64())),
     ]
 )
-
-
-class TraceError(ValueError):
-    """Bad trace input: a file, line or field that cannot be used. The message names it."""
 
 
 def empty_trace() -> pd.DataFrame:
