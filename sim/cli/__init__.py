@@ -72,12 +72,16 @@ def cli() -> None:
     """
 
 
-def _bad_input_errors() -> tuple[type[BaseException], ...]:
-    from sim.errors import SimError
-    from topologies.errors import TopologyError
-    from traces.schema import TraceError
+#: click >= 8.2 raises this for a bare group (click 8.1 prints the help and exits 0 by itself).
+_NO_ARGS_IS_HELP: tuple[type[BaseException], ...] = tuple(
+    filter(None, [getattr(click.exceptions, "NoArgsIsHelpError", None)]))
 
-    return (TraceError, TopologyError, SimError, OSError)
+
+def _bad_input_errors() -> tuple[type[BaseException], ...]:
+    # every family (traces, topologies, sim) derives from the one root in the leaf module traces.errors
+    from traces.errors import CollsimError
+
+    return (CollsimError, OSError)
 
 
 def _one_line(exc: BaseException) -> str:
@@ -93,6 +97,9 @@ def main(argv: list[str] | None = None) -> None:
     try:
         rv = cli.main(args=argv, prog_name="simrun", standalone_mode=False)
     except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except _NO_ARGS_IS_HELP as exc:  # bare `simrun`: click's usage text, as click itself prints it
+        exc.show()
         sys.exit(exc.exit_code)
     except click.exceptions.Abort:
         click.echo("simrun: aborted", err=True)
