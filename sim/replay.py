@@ -22,11 +22,11 @@ import numpy as np
 import pandas as pd
 
 from sim.engine.core import Engine, EngineLog, PathTable, PreparedOp, Workload, reverse_csr
-from sim.errors import SimError
+from sim.errors import OptionError, SimError
+from sim.options import OPTION_NAMES, SimOptions, check_bin_count
 
-#: Options of :func:`simulate` besides its named parameters.
-OPTIONS = ("timing", "completion_quantile", "bin_s", "fail_links", "degrade_links", "stragglers", "progress",
-           "ideal", "memoize", "trace_name", "topology_params", "channels")
+#: Keyword options of :func:`simulate` besides its named parameters (the fields of :class:`SimOptions`).
+OPTIONS = tuple(name for name in OPTION_NAMES if name not in ("algo", "routing", "seed"))
 
 
 @dataclass(frozen=True)
@@ -441,8 +441,32 @@ def check_fit(graph: nx.Graph, world_size: int) -> None:
                            + (f" (and {len(cut) - 1} more GPUs)" if len(cut) > 1 else ""))
 
 
+def resolve_options(options: SimOptions | None, algo: str, routing: str, seed: int,
+                    kwargs: Mapping[str, Any]) -> SimOptions:
+    """The :class:`SimOptions` of one :func:`simulate` call: ``options`` as given, or built from the named
+    parameters and keyword options (the compatibility form).
+
+    Raises
+    ------
+    OptionError
+        For a bad option, or options given both as ``options=`` and as keywords.
+    """
+    if options is None:
+        return SimOptions.from_mapping(kwargs, algo=algo, routing=routing, seed=seed)
+    if not isinstance(options, SimOptions):
+        raise OptionError(f"options={type(options).__name__}: must be a sim.options.SimOptions")
+    if kwargs:
+        raise OptionError(f"option {sorted(kwargs)[0]!r} given beside options=SimOptions(...); put it in "
+                          "the SimOptions")
+    for name, value, default in (("algo", algo, "auto"), ("routing", routing, "ecmp"), ("seed", seed, 0)):
+        if value != default and value != getattr(options, name):
+            raise OptionError(f"{name}={value!r} disagrees with options.{name}={getattr(options, name)!r}; "
+                              "give it once")
+    return options
+
+
 def simulate(trace_df: pd.DataFrame, topology, algo: str = "auto", routing: str = "ecmp", seed: int = 0,
-             **options: Any):
+             *, options: SimOptions | None = None, **kwargs: Any):
     """Replay a trace over a topology (SPEC §9).
 
     Parameters
@@ -457,14 +481,13 @@ def simulate(trace_df: pd.DataFrame, topology, algo: str = "auto", routing: str 
     routing : {"ecmp", "spray", "single"}
     seed : int
         Seeds routing and the choice of failed / degraded links; the same seed gives the same results.
-    **options
-        ``timing`` ("auto" | "trace" | "asap"; auto = trace when every ``t_start_s`` is known),
-        ``completion_quantile`` (FlowNetwork accuracy knob, default 0 = exact), ``bin_s`` (utilisation
-        bins; adaptive when omitted), ``fail_links`` (int or link names), ``degrade_links`` (``"N:F"`` or
-        ``{link: factor}``), ``stragglers`` (``{rank: delay_us}`` or ``["RANK:DELAY_US"]``), ``progress``
-        (callable taking a fraction done), ``ideal`` (run the non-blocking reference, default True),
-        ``memoize`` (exact replay of identical idle phases, default True), ``trace_name``,
-        ``topology_params``, ``channels``.
+    options : sim.options.SimOptions, optional
+        Every option in one checked value (then ``algo``, ``routing``, ``seed`` come from it).
+    **kwargs
+        The compatibility form: the fields of :class:`sim.options.SimOptions` as keywords (``timing``,
+        ``completion_quantile`` or ``quantile``, ``bin_s``, ``channels``, ``memoize``, ``ideal``,
+        ``fail_links``, ``degrade_links``, ``stragglers``, ``progress``, ``trace_name``,
+        ``topology_params``), converted to one ``SimOptions``.
 
     Returns
     -------
@@ -473,7 +496,8 @@ def simulate(trace_df: pd.DataFrame, topology, algo: str = "auto", routing: str 
     Raises
     ------
     SimError
-        Bad options, a trace that does not fit the topology, a disconnected topology, a deadlocked trace.
+        Bad options (:class:`sim.errors.OptionError`), a trace that does not fit the topology, a
+        disconnected topology, a deadlocked trace.
 
     Examples
     --------
@@ -488,34 +512,29 @@ def simulate(trace_df: pd.DataFrame, topology, algo: str = "auto", routing: str 
     from topologies.routing import Router
     from traces.schema import validate
 
-    unknown = sorted(set(options) - set(OPTIONS))
-    if unknown:
-        raise SimError(f"unknown simulate option {unknown[0]!r} (known: {', '.join(OPTIONS)})")
-    if algo not in ("auto", "ring", "tree", "direct"):
-        raise SimError(f"algo {algo!r} is not one of: auto, ring, tree, direct")
-    if routing not in ("ecmp", "spray", "single"):
-        raise SimError(f"routing {routing!r} is not one of: ecmp, spray, single")
+    opts = resolve_options(options, algo, routing, seed, kwargs)
+    algo, routing, seed = opts.algo, opts.routing, opts.seed
     wall0 = time.perf_counter()
     df = validate(trace_df)
     meta = dict(df.attrs.get("collsim") or {})
     world = int(meta.get("world_size") or (int(df["rank"].max()) + 1 if len(df) else 0))
     gpn = int(meta.get("gpus_per_node") or 8)
-    graph = load_topology(topology, world, gpn, options.get("topology_params") or {})
+    graph = load_topology(topology, world, gpn, opts.topology_params)
     check_fit(graph, world)
-    damaged, damage = anomalies.apply(graph, fail_links=options.get("fail_links"),
-                                      degrade_links=options.get("degrade_links"), seed=seed)
+    damaged, damage = anomalies.apply(graph, fail_links=opts.fail_links, degrade_links=opts.degrade_links,
+                                      seed=seed)
     if damage.failed:
         anomalies.check_reachable(damaged, world, damage)
-    stragglers = anomalies.parse_stragglers(options.get("stragglers"))
-    timing = options.get("timing") or "auto"
-    if timing not in ("auto", "trace", "asap"):
-        raise SimError(f"timing {timing!r} is not one of: auto, trace, asap")
+    stragglers = opts.stragglers
+    timing = opts.timing
     if timing == "auto":
         timing = "trace" if len(df) and not df["t_start_s"].isna().any() else "asap"
-    quantile = float(options.get("completion_quantile") or 0.0)
-    bin_s = options.get("bin_s")
-    memoize = bool(options.get("memoize", True))
-    plan_options = {k: options[k] for k in ("channels",) if options.get(k) is not None}
+    quantile = opts.completion_quantile
+    bin_s = opts.bin_s
+    if bin_s is not None and timing == "trace" and len(df):  # the run lasts at least the recorded issue span
+        check_bin_count(bin_s, float(df["t_start_s"].max() - df["t_start_s"].min()), "the trace")
+    memoize = opts.memoize
+    plan_options = opts.plan_options()
 
     ops, row_op = build_ops(df, meta.get("comms") or {})
     keys = op_keys(ops, algo)
@@ -527,8 +546,8 @@ def simulate(trace_df: pd.DataFrame, topology, algo: str = "auto", routing: str 
         rec = labels.iloc[op]
         return f"{rec['op']} on comm {rec['comm']!r} seq {rec['seq']}"
 
-    user_progress = options.get("progress")
-    runs = 2 if options.get("ideal", True) else 1
+    user_progress = opts.progress
+    runs = 2 if opts.ideal else 1
     total = max(1, runs * len(ops.frame))
     state = {"done": 0}
 
@@ -544,7 +563,7 @@ def simulate(trace_df: pd.DataFrame, topology, algo: str = "auto", routing: str 
     log = run_engine(workload, prep, router, paths, timing=timing, completion_quantile=quantile, bin_s=bin_s,
                      memoize=memoize, progress=progress, describe=describe, memo=records)
     ideal_log = None
-    if options.get("ideal", True):
+    if opts.ideal:
         ideal_graph = topologies.nonblocking(graph)
         irouter = Router(ideal_graph, routing=routing, seed=seed)
         ipaths = PathTable(irouter.links["capacity_gbps"].to_numpy(), irouter.links["latency_us"].to_numpy())
@@ -554,7 +573,7 @@ def simulate(trace_df: pd.DataFrame, topology, algo: str = "auto", routing: str 
                                link_stats=False, memo=nvlink_records(records, prep, router))
     if user_progress is not None:
         user_progress(1.0)
-    trace_name = options.get("trace_name") or meta.get("name") or meta.get("source") or "trace"
+    trace_name = opts.trace_name or meta.get("name") or meta.get("source") or "trace"
     return Result.build(ops=ops, log=log, ideal=ideal_log, router=router, graph=damaged, damage=damage,
                         trace_name=str(trace_name), world_size=world, timing=timing, algo=algo,
                         routing=routing, seed=seed, wall0=wall0, metrics=metrics,

@@ -6,8 +6,9 @@ point, so a point's row depends on its parameters only, and the table is the sam
 serially, on a local Dask cluster, or on many machines behind a scheduler. (``sim_wall_s`` is wall-clock
 time and the only column that differs between runs.)
 
-``--set`` keys that are :func:`sim.simulate` options (``completion_quantile``, ``fail_links``, ...) go to
-the simulator; every other key is a topology builder parameter (``k``, ``oversubscription``, ...).
+``--set`` keys that are :func:`sim.simulate` options (``completion_quantile``, ``fail_links``, ...: the
+one list is :data:`sim.options.SET_KEYS`) go to the simulator; every other key is a topology builder
+parameter (``k``, ``oversubscription``, ...).
 """
 
 from __future__ import annotations
@@ -21,15 +22,11 @@ from typing import Any
 
 import pandas as pd
 
-from sim.errors import SimError
+from sim.errors import CollsimError, SimError
+from sim.options import ALGOS, ALIASES, ROUTINGS, SET_KEYS, SimOptions, check_seed, split_set
 
 #: Separates the values of one grid key inside ``--set`` (``oversubscription=1|2|4``).
 GRID_SEPARATOR = "|"
-#: simulate() options that make no sense as grid values (callables, names, nested params).
-_NOT_GRID_OPTIONS = frozenset({"progress", "trace_name", "topology_params"})
-#: Values of --algo and --routing (SPEC §2), checked before any point runs.
-ALGOS = ("auto", "ring", "tree", "direct")
-ROUTINGS = ("ecmp", "spray", "single")
 #: Columns of a row that describe the point (the rest are the §6 summary figures).
 POINT_COLUMNS = ("point", "topo", "algo", "routing", "seed")
 #: Summary figures of the comparison plots: column, axis label, transform to the plotted value.
@@ -72,15 +69,9 @@ class Point:
         return " ".join(parts)
 
 
-#: ``--set`` spellings that ``simrun run`` accepts for a simulate option.
-_ALIASES = {"quantile": "completion_quantile"}
-
-
 def simulator_keys() -> frozenset[str]:
     """``--set`` keys that go to :func:`sim.simulate` as options (the rest go to the topology builder)."""
-    from sim.replay import OPTIONS
-
-    return (frozenset(OPTIONS) - _NOT_GRID_OPTIONS) | frozenset(_ALIASES)
+    return SET_KEYS
 
 
 def split_grid_values(raw: Any, parse: Callable[[str], Any]) -> list[Any]:
@@ -127,6 +118,7 @@ def expand(topos: Sequence[str], grid: Mapping[str, Sequence[Any]], algos: Seque
         bad = [v for v in values if v not in known]
         if bad:
             raise SimError(f"{name} {bad[0]!r} is not one of: {', '.join(known)}")
+    seed = check_seed(seed, "--seed")
     keys = list(grid)
     points = []
     for i, combo in enumerate(itertools.product(topos, *(grid[k] for k in keys), algos, routings)):
@@ -136,15 +128,35 @@ def expand(topos: Sequence[str], grid: Mapping[str, Sequence[Any]], algos: Seque
 
 
 def split_params(params: Iterable[tuple[str, Any]]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """``(topology_params, simulate_options)`` of a point's ``--set`` values."""
-    sim_keys = simulator_keys()
-    topo, options = {}, {}
-    for key, value in params:
-        if key in sim_keys:
-            options[_ALIASES.get(key, key)] = value
-        else:
-            topo[key] = value
+    """``(topology_params, simulate_options)`` of a point's ``--set`` values (options under their own names).
+
+    Raises
+    ------
+    sim.errors.OptionError
+        For an option given under two spellings, or one ``--set`` cannot give (``seed``).
+    """
+    params = list(params)
+    sim_items, topo = split_set(dict(params))
+    options: dict[str, Any] = {}
+    for key, value in sim_items.items():
+        name = ALIASES.get(key, key)
+        if name in options:
+            raise SimError(f"--set {key}: option {name!r} given twice; give it once")
+        options[name] = value
     return topo, options
+
+
+def point_options(point: Point, trace_name: str = "") -> SimOptions:
+    """The checked simulator options of one point (what :func:`run_point` passes to ``simulate``).
+
+    Raises
+    ------
+    sim.errors.OptionError
+        For a bad value (checked before any point runs, by :func:`check_points`).
+    """
+    topo_params, options = split_params(point.params)
+    return SimOptions.from_mapping(options, algo=point.algo, routing=point.routing, seed=point.seed,
+                                   trace_name=trace_name or None, topology_params=topo_params)
 
 
 def build_topology(topo: str, trace_meta: Mapping[str, Any], params: Mapping[str, Any]):
@@ -190,15 +202,30 @@ def run_point(trace_df: pd.DataFrame, point: Point, trace_name: str = "") -> dic
     """
     from sim import simulate
 
-    topo_params, options = split_params(point.params)
-    if trace_name:
-        options["trace_name"] = trace_name
-    result = simulate(trace_df, point.topo, algo=point.algo, routing=point.routing, seed=point.seed,
-                      topology_params=topo_params, **options)
+    result = simulate(trace_df, point.topo, options=point_options(point, trace_name))
     row = point.row()
     for key, value in scalar_summary(result.summary).items():
         row.setdefault(key, value)  # the point's own columns win over a summary echoing them
     return row
+
+
+def run_point_or_error(trace_df: pd.DataFrame, point: Point, trace_name: str = "") -> dict[str, Any] | CollsimError:
+    """:func:`run_point`, with a bad-input error returned instead of raised.
+
+    On a Dask worker a raised error is also logged by the worker (several lines of log beside the one
+    error line); returned, it reaches the client as a value and is raised there once. Internal failures
+    (any other exception) still raise, with the worker's traceback.
+    """
+    try:
+        return run_point(trace_df, point, trace_name)
+    except CollsimError as exc:
+        return exc
+
+
+def _row_or_raise(value: dict[str, Any] | CollsimError) -> dict[str, Any]:
+    if isinstance(value, CollsimError):
+        raise value
+    return value
 
 
 def _tidy(table: pd.DataFrame) -> pd.DataFrame:
@@ -232,7 +259,7 @@ def run_sweep(trace_df: pd.DataFrame, points: Sequence[Point], *, scheduler: str
               on_done: Callable[[int], None] | None = None) -> pd.DataFrame:
     """Run every point and return the sweep table (one row per point, in grid order).
 
-    Topologies are built and checked here first, so a bad key, value or name fails before any work is sent.
+    Options and topologies are checked here first, so a bad key, value or name fails before any work is sent.
 
     Parameters
     ----------
@@ -262,7 +289,7 @@ def run_sweep(trace_df: pd.DataFrame, points: Sequence[Point], *, scheduler: str
     topologies.TopologyError, sim.errors.SimError
         Bad topology or grid key (before running), or a point that cannot be simulated (naming it).
     """
-    check_topologies(trace_df, points)
+    check_points(trace_df, points)
     done = on_done or (lambda _n: None)
     rows: list[dict[str, Any] | None] = [None] * len(points)
     if serial:
@@ -272,6 +299,20 @@ def run_sweep(trace_df: pd.DataFrame, points: Sequence[Point], *, scheduler: str
     else:
         rows = _run_dask(trace_df, points, client, scheduler, workers, trace_name, done)
     return _tidy(pd.DataFrame(rows))
+
+
+def check_points(trace_df: pd.DataFrame, points: Sequence[Point]) -> None:
+    """Check every point's simulator options, then build each distinct topology once: a bad option, name,
+    key or value fails before any work is sent.
+
+    Raises
+    ------
+    sim.errors.OptionError, topologies.TopologyError, sim.errors.SimError
+        Naming the point.
+    """
+    for p in points:
+        _named(p, lambda p=p: point_options(p))
+    check_topologies(trace_df, points)
 
 
 def check_topologies(trace_df: pd.DataFrame, points: Sequence[Point]) -> None:
@@ -300,22 +341,40 @@ def _named(point: Point, call: Callable[[], Any]) -> Any:
         raise type(exc)(f"point {point.index} ({point.label()}): {exc}") from None
 
 
+def connect(scheduler: str):
+    """A Dask client of the scheduler at ``scheduler`` (``tcp://host:8786``).
+
+    Raises
+    ------
+    SimError
+        In one line, when the address is malformed or nothing answers there within 10 s.
+    """
+    from distributed import Client
+
+    try:
+        return Client(scheduler, timeout="10s")
+    except (ValueError, TypeError, OSError, TimeoutError) as exc:  # bad scheme or address, refused, timed out
+        reason = " ".join(str(exc).split()) or type(exc).__name__
+        raise SimError(f"--scheduler {scheduler!r}: cannot connect to a Dask scheduler there ({reason})") from None
+
+
 def _run_dask(trace_df, points, client, scheduler, workers, trace_name, done) -> list[dict[str, Any]]:
     from distributed import Client, as_completed
 
     own = client is None
     cluster = None
     if client is None and scheduler:
-        client = Client(scheduler, timeout="10s")
+        client = connect(scheduler)
     elif client is None:
         client, cluster = _local_client(workers)
     try:
         trace_f = client.scatter(trace_df, broadcast=True)  # sent once, not once per point
-        futures = {client.submit(run_point, trace_f, p, trace_name, pure=False): p.index for p in points}
+        futures = {client.submit(run_point_or_error, trace_f, p, trace_name, pure=False): p.index
+                   for p in points}
         rows: list[dict[str, Any] | None] = [None] * len(points)
         for future in as_completed(futures):
             index = futures[future]
-            rows[index] = _named(points[index], future.result)
+            rows[index] = _named(points[index], lambda future=future: _row_or_raise(future.result()))
             done(1)
         return rows
     finally:

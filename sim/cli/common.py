@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Iterable
 from contextlib import contextmanager
@@ -9,6 +10,10 @@ from typing import Any
 
 import click
 import yaml
+
+
+#: Numbers in exponent form without a dot (``1e-6``), which YAML 1.1 reads as strings.
+_EXPONENT_FLOAT = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")
 
 
 def parse_set_options(values: Iterable[str]) -> dict[str, Any]:
@@ -24,8 +29,8 @@ def parse_set_options(values: Iterable[str]) -> dict[str, Any]:
 
     Examples
     --------
-    >>> parse_set_options(["k=8,oversubscription=2.0", "name=x"])
-    {'k': 8, 'oversubscription': 2.0, 'name': 'x'}
+    >>> parse_set_options(["k=8,oversubscription=2.0", "name=x", "bin_s=1e-6"])
+    {'k': 8, 'oversubscription': 2.0, 'name': 'x', 'bin_s': 1e-06}
     """
     out: dict[str, Any] = {}
     for value in values:
@@ -37,6 +42,8 @@ def parse_set_options(values: Iterable[str]) -> dict[str, Any]:
                 parsed = yaml.safe_load(raw) if raw.strip() else ""
             except yaml.YAMLError:
                 parsed = raw
+            if isinstance(parsed, str) and _EXPONENT_FLOAT.fullmatch(parsed.strip()):
+                parsed = float(parsed)  # YAML 1.1 reads 1e-6 (no dot) as text; a number was meant
             out[key.strip().replace("-", "_")] = parsed if isinstance(parsed, int | float | bool | str) else raw
     return out
 
@@ -62,3 +69,6 @@ def progress_bar(total: float | None, description: str):
     with Progress(*columns, transient=True) as progress:
         task = progress.add_task(description, total=total)
         yield lambda amount=1.0: progress.advance(task, amount)
+
+
+__all__ = ["parse_set_options", "progress_bar", "show_progress"]

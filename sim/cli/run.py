@@ -14,12 +14,18 @@ from typing import Any
 import click
 
 from sim.cli.common import parse_set_options, progress_bar
+from sim.errors import OptionError
+from sim.options import ALIASES, SET_KEYS, SimOptions, split_set as split_set_items
 
 #: Default completion batching of the CLI (``sim.simulate`` itself defaults to exact). Measured on the main
 #: job: see docs/simulator.md ("Measured figures") for its error against the exact solve and its speed.
 DEFAULT_QUANTILE = 0.01  # <= 0.2 % makespan error against the exact solve (tests/sim/test_network.py)
-#: ``--set`` keys that are simulator options; every other key is a topology parameter.
-SIM_KEYS = {"timing", "completion_quantile", "quantile", "bin_s", "channels", "memoize", "ideal"}
+#: ``--set`` keys that are simulator options (:data:`sim.options.SET_KEYS`); every other key is a topology
+#: parameter.
+SIM_KEYS = SET_KEYS
+#: Options of ``simrun run`` that have a flag of their own: option name -> flag.
+FLAGS = {"timing": "--timing", "completion_quantile": "--quantile", "fail_links": "--fail-links",
+         "degrade_links": "--degrade-links", "stragglers": "--straggler"}
 
 
 def default_out(trace: str, topo: str) -> Path:
@@ -28,36 +34,54 @@ def default_out(trace: str, topo: str) -> Path:
 
 
 def split_set(values: tuple[str, ...]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """``--set`` items -> (simulator options, topology parameters)."""
-    items = parse_set_options(values)
-    sim_opts = {k: v for k, v in items.items() if k in SIM_KEYS}
-    if "quantile" in sim_opts:
-        sim_opts["completion_quantile"] = sim_opts.pop("quantile")
-    topo = {k: v for k, v in items.items() if k not in SIM_KEYS}
-    return sim_opts, topo
+    """``--set`` items -> (simulator options under their own names, topology parameters)."""
+    sim_items, topo = split_set_items(parse_set_options(values))
+    return {ALIASES.get(k, k): v for k, v in sim_items.items()}, topo
+
+
+def run_options(set_values=(), *, algo="auto", routing="ecmp", seed=0, trace_name=None, progress=None,
+                **flags: Any) -> tuple[SimOptions, dict[str, Any]]:
+    """``(SimOptions, topology parameters)`` of one ``simrun run``: ``--set`` items plus the flags.
+
+    ``flags`` are the options with their own flag (:data:`FLAGS`; None or empty = not given). An option
+    given both as a flag and by ``--set`` is refused; ``--quantile`` defaults to :data:`DEFAULT_QUANTILE`.
+
+    Raises
+    ------
+    sim.errors.OptionError
+    """
+    sim_items, topo_params = split_set_items(parse_set_options(set_values))
+    values: dict[str, Any] = {}
+    spelled: dict[str, str] = {}
+    for key, value in sim_items.items():
+        name = ALIASES.get(key, key)
+        if name in values:
+            raise OptionError(f"--set {key}: option {name!r} given twice (also as {spelled[name]!r}); give it once")
+        values[name], spelled[name] = value, key
+    for name, value in flags.items():
+        if value is None or value == () or value == "":
+            continue
+        if name in values:
+            raise OptionError(f"{FLAGS[name]} and --set {spelled[name]} both given; give one")
+        values[name] = list(value) if name == "stragglers" else value
+    values.setdefault("completion_quantile", DEFAULT_QUANTILE)
+    opts = SimOptions.from_mapping(values, algo=algo, routing=routing, seed=seed, trace_name=trace_name,
+                                   progress=progress, topology_params=topo_params)
+    return opts, topo_params
 
 
 def run(trace: str, topo: str, *, set_values=(), algo="auto", routing="ecmp", seed=0, out=None,
-        fail_links=None, degrade_links=None, stragglers=(), timing="auto", quantile=None, plots=True,
+        fail_links=None, degrade_links=None, stragglers=(), timing=None, quantile=None, plots=True,
         progress=None):
     """Read, simulate and write; return ``(result, out_dir)`` (the CLI's whole job, minus printing)."""
     from sim.replay import simulate
     from traces.io import read_trace
 
-    sim_opts, topo_params = split_set(tuple(set_values))
+    opts, _ = run_options(set_values, algo=algo, routing=routing, seed=seed, trace_name=Path(trace).name,
+                          progress=progress, timing=timing, completion_quantile=quantile,
+                          fail_links=fail_links, degrade_links=degrade_links, stragglers=tuple(stragglers))
     df = read_trace(trace)
-    opts: dict[str, Any] = dict(sim_opts)
-    opts.setdefault("timing", timing)
-    if quantile is not None:
-        opts["completion_quantile"] = quantile
-    if fail_links:
-        opts["fail_links"] = int(fail_links) if str(fail_links).strip().isdigit() else fail_links
-    if degrade_links:
-        opts["degrade_links"] = degrade_links
-    if stragglers:
-        opts["stragglers"] = list(stragglers)
-    result = simulate(df, topo, algo=algo, routing=routing, seed=seed, trace_name=Path(trace).name,
-                      topology_params=topo_params, progress=progress, **opts)
+    result = simulate(df, topo, options=opts)
     out_dir = Path(out) if out else default_out(trace, topo)
     result.write(out_dir, plots=plots)
     return result, out_dir
@@ -118,12 +142,13 @@ def _print_table(result, out_dir: Path) -> None:
               help="Scale N switch links' capacity (FACTOR < 1: capacity left; > 1: times slower).")
 @click.option("--straggler", "stragglers", multiple=True, metavar="RANK:DELAY_US",
               help="Delay every op of RANK by DELAY_US (repeatable).")
-@click.option("--timing", type=click.Choice(["auto", "trace", "asap"]), default="auto", show_default=True,
-              help="trace: honour recorded issue times; asap: back to back; auto: trace when known.")
-@click.option("--quantile", type=click.FloatRange(0.0, 1.0, max_open=True), default=DEFAULT_QUANTILE,
-              show_default=True,
-              help="Completion batching of the flow network: 0 re-solves at every completion (exact); q jumps "
-                   "to the q-quantile of predicted finishes (see docs/simulator.md for the error).")
+@click.option("--timing", type=click.Choice(["auto", "trace", "asap"]), default=None,
+              help="trace: honour recorded issue times; asap: back to back; auto: trace when known. "
+                   "[default: auto]")
+@click.option("--quantile", type=float, default=None,
+              help="Completion batching of the flow network, 0 <= q < 1: 0 re-solves at every completion "
+                   "(exact); q jumps to the q-quantile of predicted finishes (see docs/simulator.md for the "
+                   f"error). [default: {DEFAULT_QUANTILE}]")
 @click.option("--no-report", is_flag=True, help="Skip report.html and its plots.")
 def command(trace, topo, set_values, algo, routing, seed, out, as_json, fail_links, degrade_links, stragglers,
             timing, quantile, no_report) -> None:
@@ -145,4 +170,4 @@ def command(trace, topo, set_values, algo, routing, seed, out, as_json, fail_lin
     _print_table(result, out_dir)
 
 
-__all__ = ["command", "default_out", "run", "split_set"]
+__all__ = ["DEFAULT_QUANTILE", "FLAGS", "SIM_KEYS", "command", "default_out", "run", "run_options", "split_set"]

@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from sim.errors import SimError
+from sim.options import MAX_TIME_BINS, check_bin_count
 
 _ISSUE, _START, _DONE, _FINISH = 0, 1, 2, 3
 #: intervals shorter than this fraction of the clock are float-rounding slivers (no rate is taken from them)
@@ -367,6 +368,8 @@ class LinkStats:
             self._bin(float(a[i]), float(b[i]), rec.seg_idx[lo:hi], rec.seg_vals[lo:hi])
 
     def _grow_to(self, t: float) -> None:
+        if self.fixed and t > MAX_TIME_BINS * self._width_s * (1 + 1e-12):
+            check_bin_count(self._width_s, t)  # refuses: bounded memory, one clear line
         while t > len(self._bins) * self._width_s * (1 + 1e-12):
             if self.fixed:
                 self._bins = np.concatenate([self._bins, np.zeros_like(self._bins)])

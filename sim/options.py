@@ -1,0 +1,358 @@
+"""``SimOptions``: every option of :func:`sim.simulate` in one place (names, types, defaults, aliases, limits).
+
+``simulate``, ``simrun run`` and ``simrun sweep`` read their simulator options through this one frozen
+dataclass, so the three agree on what a name means and on what value is allowed. A value is either used
+exactly or refused with a one-line :class:`~sim.errors.OptionError` (a ``ValueError``) naming the option,
+the value and the limit: never silently replaced by a default.
+
+``--set KEY=VALUE`` items are split here too (:func:`split_set`): a key that names a simulator option (or
+an alias of one) goes to the simulator, every other key to the topology builder.
+
+Examples
+--------
+>>> opts = SimOptions.from_mapping({"quantile": 0, "fail_links": "2"})
+>>> opts.completion_quantile, opts.fail_links
+(0.0, 2)
+>>> split_set({"k": 8, "fail_links": 2, "quantile": 0.05})
+({'fail_links': 2, 'quantile': 0.05}, {'k': 8})
+>>> SimOptions(bin_s=0)
+Traceback (most recent call last):
+...
+sim.errors.OptionError: bin_s=0: must be a number of seconds > 0 (omit it for adaptive bins)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import numbers
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from sim.errors import OptionError
+
+__all__ = [
+    "ALGOS",
+    "ALIASES",
+    "MAX_CHANNELS",
+    "MAX_SEED",
+    "MAX_TIME_BINS",
+    "OPTION_NAMES",
+    "ROUTINGS",
+    "SET_KEYS",
+    "SimOptions",
+    "TIMINGS",
+    "check_bin_count",
+    "check_seed",
+    "split_set",
+]
+
+ALGOS = ("auto", "ring", "tree", "direct")
+ROUTINGS = ("ecmp", "spray", "single")
+TIMINGS = ("auto", "trace", "asap")
+#: Most channels a collective may use: NCCL's ``MAXCHANNELS`` (src/include/device.h).
+MAX_CHANNELS = 64
+#: Largest seed: seeds feed the ECMP hash as a signed 64-bit integer.
+MAX_SEED = 2**63 - 1
+#: Most fixed-width utilisation bins of one run (``bin_s``): bins x links x 8 bytes of memory, and one
+#: ``link_timeseries.parquet`` row per bin per link. A run that would need more stops with an error.
+MAX_TIME_BINS = 1 << 16
+#: Other spellings of an option (``--set quantile=0.01`` is ``completion_quantile``).
+ALIASES: dict[str, str] = {"quantile": "completion_quantile"}
+#: Options that ``--set`` may not give: their own flag gives them, or they are not a value on a command line.
+_NOT_SET = {"algo": "--algo", "routing": "--routing", "seed": "--seed", "progress": "",
+            "trace_name": "", "topology_params": ""}
+
+
+def _doc(text: str, **meta: Any) -> dict[str, Any]:
+    return {"doc": text, **meta}
+
+
+@dataclass(frozen=True)
+class SimOptions:
+    """Options of one simulation, checked on construction.
+
+    Attributes
+    ----------
+    algo : {"auto", "ring", "tree", "direct"}
+        Collective algorithm (``auto`` chooses per op and size as NCCL does).
+    routing : {"ecmp", "spray", "single"}
+    seed : int
+        0 to ``MAX_SEED``; seeds routing and the choice of failed / degraded links.
+    timing : {"auto", "trace", "asap"}
+        ``trace`` honours recorded issue times, ``asap`` issues back to back, ``auto`` = trace when every
+        ``t_start_s`` is known.
+    completion_quantile : float
+        Completion batching of the flow network, ``0 <= q < 1``; 0 re-solves at every completion (exact).
+        Alias ``quantile``.
+    bin_s : float, optional
+        Width of the utilisation bins in seconds (> 0, at most ``MAX_TIME_BINS`` bins); adaptive when None.
+    channels : int, optional
+        Channels of every collective, 1 to ``MAX_CHANNELS``; NCCL's size rule when None.
+    memoize : bool
+        Exact replay of identical idle phases.
+    ideal : bool
+        Also run the non-blocking reference fabric (``ideal_makespan_s``, each collective's ``ideal_s``).
+    fail_links : int, str or tuple of str, optional
+        How many switch-to-switch cables fail (seeded), or their names ``u-v``.
+    degrade_links : str or mapping, optional
+        ``"N:FACTOR"``, ``"u-v:FACTOR,..."`` or ``{link: factor}``.
+    stragglers : dict of int to float
+        ``{rank: delay_us}``; also given as ``["RANK:DELAY_US", ...]`` or ``"R:D,R:D"``.
+    progress : callable, optional
+        Called with the fraction done.
+    trace_name : str, optional
+        The ``trace`` of the summary (default: the trace metadata's name).
+    topology_params : dict
+        Builder parameters when the topology is a preset name or YAML path.
+    """
+
+    algo: str = field(default="auto", metadata=_doc("collective algorithm"))
+    routing: str = field(default="ecmp", metadata=_doc("routing of the flows"))
+    seed: int = field(default=0, metadata=_doc("seed of routing and anomalies"))
+    timing: str = field(default="auto", metadata=_doc("replay timing"))
+    completion_quantile: float = field(default=0.0, metadata=_doc("completion batching, 0 = exact"))
+    bin_s: float | None = field(default=None, metadata=_doc("utilisation bin width"))
+    channels: int | None = field(default=None, metadata=_doc("channels per collective"))
+    memoize: bool = field(default=True, metadata=_doc("replay identical idle phases from memory"))
+    ideal: bool = field(default=True, metadata=_doc("run the non-blocking reference"))
+    fail_links: int | str | tuple[str, ...] | None = field(default=None, metadata=_doc("failed cables"))
+    degrade_links: str | Mapping | tuple[str, ...] | None = field(default=None, metadata=_doc("slow cables"))
+    stragglers: Mapping[int, float] = field(default_factory=dict, metadata=_doc("rank delays in us"))
+    progress: Callable[[float], None] | None = field(default=None, compare=False, metadata=_doc("callback"))
+    trace_name: str | None = field(default=None, metadata=_doc("trace name of the summary"))
+    topology_params: Mapping[str, Any] = field(default_factory=dict, metadata=_doc("builder parameters"))
+
+    def __post_init__(self) -> None:
+        for name, check in _CHECKS.items():
+            object.__setattr__(self, name, check(getattr(self, name)))
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, Any], **base: Any) -> SimOptions:
+        """Options from keyword-style ``values`` (aliases allowed) over ``base``.
+
+        Raises
+        ------
+        OptionError
+            For an unknown name, an option given twice (under two spellings), or a bad value.
+        """
+        merged: dict[str, Any] = dict(base)
+        seen: dict[str, str] = {}
+        for key, value in values.items():
+            name = ALIASES.get(key, key)
+            if name not in OPTION_NAMES:
+                raise OptionError(f"unknown simulate option {key!r} (known: {', '.join(_KNOWN)})")
+            if name in seen:
+                raise OptionError(f"option {name!r} given twice (as {seen[name]!r} and {key!r}); give it once")
+            seen[name] = key
+            merged[name] = value
+        return cls(**merged)
+
+    def replace(self, **changes: Any) -> SimOptions:
+        """A copy with ``changes`` (names or aliases), checked again."""
+        return SimOptions.from_mapping(changes, **{f.name: getattr(self, f.name) for f in dataclasses.fields(self)})
+
+    def plan_options(self) -> dict[str, Any]:
+        """Keyword arguments of ``plan_collective`` fixed by these options (``channels``)."""
+        return {} if self.channels is None else {"channels": self.channels}
+
+
+def split_set(items: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``--set`` items -> ``(simulator options, topology parameters)``, keys as given.
+
+    A key that names a simulator option or its alias is the simulator's; every other key is a topology
+    parameter (checked by the builder).
+
+    Raises
+    ------
+    OptionError
+        For a simulator option that ``--set`` cannot give (``seed``: use ``--seed``).
+
+    Examples
+    --------
+    >>> split_set({"oversubscription": 2, "timing": "asap"})
+    ({'timing': 'asap'}, {'oversubscription': 2})
+    """
+    sim, topo = {}, {}
+    for key, value in items.items():
+        if key in _NOT_SET:
+            flag = _NOT_SET[key]
+            how = f"give it as {flag}" if flag else "it is not a --set option"
+            raise OptionError(f"--set {key}: {how}")
+        (sim if key in SET_KEYS else topo)[key] = value
+    return sim, topo
+
+
+def check_seed(value: Any, name: str = "seed") -> int:
+    """``value`` as a seed, or :class:`OptionError`.
+
+    Examples
+    --------
+    >>> check_seed(7)
+    7
+    """
+    seed = _integer(value, name)
+    if not 0 <= seed <= MAX_SEED:
+        raise OptionError(f"{name}={value}: must be an integer from 0 to 2**63-1")
+    return seed
+
+
+def check_bin_count(bin_s: float, span_s: float, what: str = "the run") -> None:
+    """Refuse a fixed bin width that needs more than :data:`MAX_TIME_BINS` bins to cover ``span_s``.
+
+    Raises
+    ------
+    OptionError
+
+    Examples
+    --------
+    >>> check_bin_count(1e-3, 1.0)
+    >>> check_bin_count(1e-9, 1.0)
+    Traceback (most recent call last):
+    ...
+    sim.errors.OptionError: bin_s=1e-09: the run spans 1 s, more than 65536 bins of that width; use bin_s >= 1.53e-05 or omit bin_s
+    """
+    if span_s / bin_s > MAX_TIME_BINS:
+        raise OptionError(f"bin_s={bin_s:g}: {what} spans {span_s:.6g} s, more than {MAX_TIME_BINS} bins of "
+                          f"that width; use bin_s >= {span_s / MAX_TIME_BINS:.3g} or omit bin_s")
+
+
+def _integer(value: Any, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise OptionError(f"{name}={value!r}: must be an integer")
+    return int(value)
+
+
+def _number(value: Any, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise OptionError(f"{name}={value!r}: must be a number")
+    out = float(value)
+    if not math.isfinite(out):
+        raise OptionError(f"{name}={value!r}: must be a finite number")
+    return out
+
+
+def _choice(name: str, known: tuple[str, ...]) -> Callable[[Any], str]:
+    def check(value: Any) -> str:
+        if value not in known:
+            raise OptionError(f"{name} {value!r} is not one of: {', '.join(known)}")
+        return str(value)
+
+    return check
+
+
+def _flag(name: str) -> Callable[[Any], bool]:
+    def check(value: Any) -> bool:
+        # 0 and 1 mean false and true exactly; any other value is refused
+        if isinstance(value, bool) or (isinstance(value, numbers.Integral) and value in (0, 1)):
+            return bool(value)
+        raise OptionError(f"{name}={value!r}: must be true or false")
+
+    return check
+
+
+def _quantile(value: Any) -> float:
+    q = _number(value, "completion_quantile")
+    if not 0.0 <= q < 1.0:
+        raise OptionError(f"completion_quantile={value!r}: must be >= 0 and < 1 (0 = exact solve)")
+    return q
+
+
+def _bin_s(value: Any) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not float(value) > 0:
+        raise OptionError(f"bin_s={value!r}: must be a number of seconds > 0 (omit it for adaptive bins)")
+    out = float(value)
+    if not math.isfinite(out):
+        raise OptionError(f"bin_s={value!r}: must be a finite number of seconds")
+    return out
+
+
+def _channels(value: Any) -> int | None:
+    if value is None:
+        return None
+    n = _integer(value, "channels")
+    if not 1 <= n <= MAX_CHANNELS:
+        raise OptionError(f"channels={value}: must be from 1 to {MAX_CHANNELS} (NCCL's MAXCHANNELS)")
+    return n
+
+
+def _fail_links(value: Any) -> int | str | tuple[str, ...] | None:
+    if value is None or value == "" or (isinstance(value, bool) and not value):
+        return None
+    if isinstance(value, str):
+        text = value.strip()
+        if text.lstrip("-").isdigit():
+            return _fail_links(int(text))
+        return text
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        if value < 0:
+            raise OptionError(f"fail_links={value}: must be a count >= 0 or link names NODE-NODE")
+        return int(value)
+    if isinstance(value, list | tuple) and all(isinstance(v, str) for v in value):
+        return tuple(value)
+    raise OptionError(f"fail_links={value!r}: must be a count >= 0 or link names NODE-NODE")
+
+
+def _degrade_links(value: Any) -> str | Mapping | tuple[str, ...] | None:
+    if value is None or value == "":
+        return None
+    if isinstance(value, str | Mapping):
+        return value
+    if isinstance(value, list | tuple) and all(isinstance(v, str) for v in value):
+        return tuple(value)
+    raise OptionError(f"degrade_links={value!r}: must be N:FACTOR, NODE-NODE:FACTOR,... or {{link: factor}}")
+
+
+def _stragglers(value: Any) -> dict[int, float]:
+    from sim.anomalies import parse_stragglers  # the one parser of RANK:DELAY_US
+
+    if value is not None and not isinstance(value, str | Mapping | list | tuple):
+        raise OptionError(f"stragglers={value!r}: must be RANK:DELAY_US items or {{rank: delay_us}}")
+    return parse_stragglers(value)
+
+
+def _callable_or_none(value: Any) -> Callable | None:
+    if value is not None and not callable(value):
+        raise OptionError(f"progress={value!r}: must be a callable taking the fraction done, or None")
+    return value
+
+
+def _str_or_none(value: Any) -> str | None:
+    if value is not None and not isinstance(value, str):
+        raise OptionError(f"trace_name={value!r}: must be a string")
+    return value
+
+
+def _params(value: Any) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
+        raise OptionError(f"topology_params={value!r}: must be a mapping of parameter names to values")
+    return dict(value)
+
+
+_CHECKS: dict[str, Callable[[Any], Any]] = {
+    "algo": _choice("algo", ALGOS),
+    "routing": _choice("routing", ROUTINGS),
+    "seed": check_seed,
+    "timing": _choice("timing", TIMINGS),
+    "completion_quantile": _quantile,
+    "bin_s": _bin_s,
+    "channels": _channels,
+    "memoize": _flag("memoize"),
+    "ideal": _flag("ideal"),
+    "fail_links": _fail_links,
+    "degrade_links": _degrade_links,
+    "stragglers": _stragglers,
+    "progress": _callable_or_none,
+    "trace_name": _str_or_none,
+    "topology_params": _params,
+}
+#: Every option name (the dataclass fields), in declaration order.
+OPTION_NAMES: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(SimOptions))
+#: ``--set`` keys that belong to the simulator (every other ``--set`` key is a topology parameter).
+SET_KEYS: frozenset[str] = frozenset(n for n in OPTION_NAMES if n not in _NOT_SET) | frozenset(ALIASES)
+_KNOWN = sorted(OPTION_NAMES)
