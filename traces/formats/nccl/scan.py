@@ -68,7 +68,7 @@ def _finish_tunings(parts: list[dict[str, Any]]) -> dict[str, np.ndarray]:
     return out
 
 
-def _empty_columns() -> dict[str, list]:
+def empty_columns() -> dict[str, list]:
     return {name: [] for name in COLL_FIELDS}
 
 
@@ -260,7 +260,7 @@ def _merge(path: str, results: list[tuple[FileScan, list[tuple[str, int, int]]]]
         for reason, line, n in skips:
             report.skip(reason, f"{path}:{line + base}", n)
         if scan.min_ts_us is not None:
-            _note_ts(out, scan.min_ts_us)
+            note_ts(out, scan.min_ts_us)
         out.nccl_lines += scan.nccl_lines
         base += scan.lines
     out.lines = base
@@ -291,10 +291,10 @@ def _scan_chunk(buf: bytes, line_base: int, scan: FileScan, parts: list, report:
             part = {name: cols[name][ok] for name in COLL_FIELDS if name != "line"}
             part["line"] = cols["line"][ok] + line_base + 1
             parts.append(part)
-        slow = _empty_columns()
+        slow = empty_columns()
         for i in np.unique(cols["line"][~ok]).tolist():
             nxt = ch.line_text(i + 1) if i + 1 < len(ch.ends) else None
-            _parse_slow(ch.line_text(i), nxt, line_base + i + 1, scan, slow, report)
+            parse_slow(ch.line_text(i), nxt, line_base + i + 1, scan, slow, report)
         if slow["line"]:
             parts.append(slow)
     tmarks = ch.find(b" Bytes -> Algo ", 8)
@@ -309,18 +309,18 @@ def _scan_chunk(buf: bytes, line_base: int, scan: FileScan, parts: list, report:
             ts = tcols["ts_us"][tok]
             ts = ts[ts != NO_TS]
             if len(ts):
-                _note_ts(scan, int(ts.min()))
+                note_ts(scan, int(ts.min()))
     others = np.concatenate([ch.find(b"anks ", 2), ch.find(b"Channel ", 0), ch.find(b"NCCL version", 5),
                              tmarks])
     if len(others):
         cand = np.unique(ch.line_of(others))
         cand = cand[~np.isin(cand, coll_lines) & ~np.isin(cand, tuning_lines)]
         for i in cand.tolist():
-            _parse_other(ch.line_text(i), line_base + i + 1, scan)
+            parse_other(ch.line_text(i), line_base + i + 1, scan)
     return len(ch.ends)
 
 
-def _parse_slow(text: str, nxt: str | None, line: int, scan: FileScan, slow: dict[str, list],
+def parse_slow(text: str, nxt: str | None, line: int, scan: FileScan, slow: dict[str, list],
                 report: IngestReport) -> None:
     """The forgiving per-line parser for a COLL line the fast path could not read (``nxt``: the next line)."""
     recs = L.parse_coll_lines(text)
@@ -347,12 +347,12 @@ def _opc_int(text: str) -> int:
     return value - (1 << 64) if value >= 1 << 63 else value
 
 
-def _note_ts(scan: FileScan, ts: int | None) -> None:
+def note_ts(scan: FileScan, ts: int | None) -> None:
     if ts is not None and (scan.min_ts_us is None or ts < scan.min_ts_us):
         scan.min_ts_us = ts
 
 
-def _parse_other(text: str, line: int, scan: FileScan) -> None:
+def parse_other(text: str, line: int, scan: FileScan) -> None:
     # Cheap substring guards first: most candidates are transport lines ("Channel 00/0 : 0[0] -> 1[1]").
     m = L.VERSION_RE.search(text) if "NCCL version" in text else None
     if m:
@@ -371,7 +371,7 @@ def _parse_other(text: str, line: int, scan: FileScan) -> None:
             "comm_id": cid.group(1).lower() if cid else None,
             "local_ranks": int(local.group(1)) if local else None,
         })
-        _note_ts(scan, prefix.ts_us)
+        note_ts(scan, prefix.ts_us)
         return
     m = L.RING_RE.search(text) if "Channel " in text and "->" not in text else None
     if m:
@@ -380,7 +380,7 @@ def _parse_other(text: str, line: int, scan: FileScan) -> None:
             "line": line, "host": prefix.host, "pid": prefix.pid, "tid": prefix.tid, "channel": int(m["ch"]),
             "ranks": [int(x) for x in m["ranks"].split()], "more": m["more"] is not None,
         })
-        _note_ts(scan, prefix.ts_us)
+        note_ts(scan, prefix.ts_us)
         return
     m = L.TUNING_RE.search(text) if "Bytes -> Algo" in text else None
     if m:
@@ -390,6 +390,6 @@ def _parse_other(text: str, line: int, scan: FileScan) -> None:
             "op": [L.op_name(m["op"]) if m["op"] else None], "nbytes": [int(m["nbytes"])],
             "algo": [L.algo_name(m["algo"])], "proto": [L.proto_name(m["proto"])],
         })
-        _note_ts(scan, prefix.ts_us)
+        note_ts(scan, prefix.ts_us)
 
 

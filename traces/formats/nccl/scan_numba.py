@@ -15,7 +15,7 @@ import pandas as pd
 from traces.formats.nccl import kernel_numba as J
 from traces.formats.nccl import layout as L
 from traces.formats.nccl.kernel_numpy import text_timestamps
-from traces.formats.nccl.scan import NO_TS, FileScan, _empty_columns, _note_ts, _parse_other, _parse_slow
+from traces.formats.nccl.scan import NO_TS, FileScan, empty_columns, note_ts, parse_other, parse_slow
 from traces.ingest_report import IngestReport
 
 #: Threads running the compiled kernel ahead of the thread that builds the columns (it releases the GIL).
@@ -72,7 +72,7 @@ def _columns(buf: bytes, kernel_out: tuple, line_base: int, scan: FileScan, part
             "nranks": c[:, J.C_NRANKS], "grank": c[:, J.C_GRANK],
         })
     if not ok.all():
-        slow = _empty_columns()
+        slow = empty_columns()
         for line, ls, le in coll[~ok][:, [J.C_LINE, J.C_LS, J.C_LE]].tolist():
             nxt = None
             if line + 1 < n_lines:
@@ -80,7 +80,7 @@ def _columns(buf: bytes, kernel_out: tuple, line_base: int, scan: FileScan, part
                 stop = buf.find(b"\n", nl + 1)
                 nxt = buf[nl + 1: stop if stop >= 0 else len(buf)].decode("utf-8", "replace").rstrip("\r")
             text = buf[ls:le].decode("utf-8", "replace").rstrip("\r")
-            _parse_slow(text, nxt, line_base + line + 1, scan, slow, report)
+            parse_slow(text, nxt, line_base + line + 1, scan, slow, report)
         if slow["line"]:
             parts.append(slow)
     tok = tun[:, J.T_OK] == 1
@@ -97,9 +97,9 @@ def _columns(buf: bytes, kernel_out: tuple, line_base: int, scan: FileScan, part
         ts = _stamps(buf, t[:, J.T_TS], t[:, J.T_OS], t[:, J.T_OE])
         ts = ts[ts != NO_TS]
         if len(ts):
-            _note_ts(scan, int(ts.min()))
+            note_ts(scan, int(ts.min()))
     for line, ls, le in others.tolist():
-        _parse_other(buf[ls:le].decode("utf-8", "replace").rstrip("\r"), line_base + line + 1, scan)
+        parse_other(buf[ls:le].decode("utf-8", "replace").rstrip("\r"), line_base + line + 1, scan)
     return n_lines
 
 
