@@ -197,3 +197,14 @@ def parse_stragglers(spec) -> dict[int, float]:
             raise SimError(f"--straggler {item!r}: expected RANK:DELAY_US with RANK >= 0 and DELAY_US >= 0")
         out[r] = out.get(r, 0.0) + d
     return out
+
+
+__all__ = [
+    "Damage",
+    "apply",
+    "check_reachable",
+    "parse_degrade",
+    "parse_link",
+    "parse_stragglers",
+    "switch_links",
+]

@@ -578,3 +578,21 @@ def simulate(trace_df: pd.DataFrame, topology, algo: str = "auto", routing: str 
                         trace_name=str(trace_name), world_size=world, timing=timing, algo=algo,
                         routing=routing, seed=seed, wall0=wall0, metrics=metrics,
                         completion_quantile=quantile)
+
+
+__all__ = [
+    "OPTIONS",
+    "OpTable",
+    "Preparer",
+    "build_ops",
+    "build_workload",
+    "check_fit",
+    "load_topology",
+    "nvlink_records",
+    "op_keys",
+    "plan_op",
+    "plan_p2p",
+    "resolve_options",
+    "run_engine",
+    "simulate",
+]

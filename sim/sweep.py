@@ -430,3 +430,26 @@ def plot_sweep(table: pd.DataFrame, path: str | Path, title: str = "") -> Path:
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=120, format="png")
     return out
+
+
+__all__ = [
+    "GRID_SEPARATOR",
+    "PLOTTED",
+    "POINT_COLUMNS",
+    "Point",
+    "build_topology",
+    "check_points",
+    "check_topologies",
+    "connect",
+    "expand",
+    "plot_sweep",
+    "point_options",
+    "run_point",
+    "run_point_or_error",
+    "run_sweep",
+    "scalar_summary",
+    "simulator_keys",
+    "split_grid_values",
+    "split_params",
+    "varying_columns",
+]

@@ -247,3 +247,6 @@ def _infer_servers(graph: nx.Graph, where: str) -> int:
     if not domains:
         raise TopologyError(f"{where}: no GPU nodes")
     return max(len(gpus) for gpus in domains)
+
+
+__all__ = ["PRESETS", "build", "check_parameters", "preset_parameters"]

@@ -165,3 +165,6 @@ def diameter_hops(graph: nx.Graph) -> int:
             level += 1
         diameter = max(diameter, level)
     return diameter
+
+
+__all__ = ["access_oversubscription", "bisection_gbps", "diameter_hops", "summary"]

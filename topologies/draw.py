@@ -106,3 +106,6 @@ def _draw_summary(graph: nx.Graph, ax) -> None:
                 bbox=dict(boxstyle="round", facecolor="white", edgecolor="#333333"))
     ax.set_xlim(0, 1.2)
     ax.set_ylim(-0.6, len(kinds) - 0.4)
+
+
+__all__ = ["MAX_DRAWN_NODES", "draw"]

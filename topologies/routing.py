@@ -579,3 +579,6 @@ def _unrank(weights: np.ndarray, rank: np.ndarray) -> tuple[np.ndarray, np.ndarr
     pick = np.argmax(cum > rank[:, None], axis=1)
     before = np.where(pick > 0, cum[np.arange(len(rank)), np.maximum(pick - 1, 0)], 0.0)
     return pick, rank - before
+
+
+__all__ = ["MAX_SPRAY_PATHS", "ROUTING_MODES", "Router", "Routes", "link_table"]

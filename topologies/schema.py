@@ -195,3 +195,20 @@ def validate_graph(graph: nx.Graph, where: str = "topology") -> nx.Graph:
 
 def _is_number(value) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+__all__ = [
+    "DEFAULT_LATENCY_US",
+    "DEFAULT_LINK_GBPS",
+    "DEFAULT_NVLINK_GBPS",
+    "DEFAULT_NVLINK_LATENCY_US",
+    "EDGE_KINDS",
+    "NODE_KINDS",
+    "NVLINK_NODE_KINDS",
+    "SWITCH_KINDS",
+    "TIER_ORDER",
+    "gpu_name",
+    "gpu_slot",
+    "infer_edge_kind",
+    "validate_graph",
+]

@@ -78,3 +78,6 @@ class IngestReport:
             return head + ", nothing skipped"
         parts = [f"{n} {reason} (first at {self.examples[reason]})" for reason, n in self.skipped.most_common()]
         return head + f", skipped {self.skipped_total}: " + "; ".join(parts)
+
+
+__all__ = ["IngestReport"]

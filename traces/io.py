@@ -138,3 +138,13 @@ def write_trace(df: pd.DataFrame, path: str | Path) -> Path:
     out.parent.mkdir(parents=True, exist_ok=True)
     pq.write_table(table, out, compression="zstd")
     return out
+
+
+__all__ = [
+    "BUILTIN_DESCRIPTIONS",
+    "builtin_dir",
+    "list_builtin",
+    "read_trace",
+    "resolve_trace_path",
+    "write_trace",
+]

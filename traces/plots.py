@@ -200,3 +200,14 @@ def plot_bandwidth_by_comm(series: pd.DataFrame, path: str | Path, top: int = 6,
     ax.set(xlabel="time since trace start (s)")
     fig.suptitle(title or f"bandwidth over time, top {top} communicators by bytes")
     return _save(fig, path)
+
+
+__all__ = [
+    "DPI",
+    "human_bytes",
+    "plot_bandwidth",
+    "plot_bandwidth_by_comm",
+    "plot_op_counts",
+    "plot_request_sizes",
+    "plot_sizes_per_op",
+]

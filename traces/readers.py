@@ -561,3 +561,27 @@ class RankMap:
         if comm == self.world_comm:
             return comm_rank
         return self.process_rank.get(proc)
+
+
+__all__ = [
+    "FORMATS",
+    "HEAD_BYTES",
+    "Ignored",
+    "Progress",
+    "RankMap",
+    "RowSink",
+    "as_int",
+    "detect_format",
+    "expand_paths",
+    "finish_frame",
+    "ingest",
+    "load_json",
+    "parse_int_list",
+    "read_head",
+    "read_text",
+    "split_bytes_of",
+    "supported_formats",
+    "torch_count",
+    "torch_dtype",
+    "torch_op",
+]

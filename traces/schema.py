@@ -340,3 +340,27 @@ _DTYPE_ALIASES: dict[str, str] = {
     "float8e4m3": "fp8_e4m3", "float8_e4m3fn": "fp8_e4m3", "fp8_e4m3": "fp8_e4m3",
     "float8e5m2": "fp8_e5m2", "float8_e5m2": "fp8_e5m2", "fp8_e5m2": "fp8_e5m2",
 }
+
+
+__all__ = [
+    "ALL_COLUMNS",
+    "ARROW_SCHEMA",
+    "COLLECTIVE_OPS",
+    "COLUMNS",
+    "DTYPE_BYTES",
+    "EXTENSION_DEFAULTS",
+    "EXTENSION_TYPES",
+    "METADATA_KEY",
+    "NCCL_DTYPE_CODES",
+    "NCCL_DTYPE_VALUES",
+    "OPS",
+    "P2P_OPS",
+    "ROOTED_OPS",
+    "SCHEMA_VERSION",
+    "TraceError",
+    "dtype_name",
+    "empty_trace",
+    "new_metadata",
+    "normalize",
+    "validate",
+]

@@ -121,3 +121,6 @@ def main(argv: list[str] | None = None) -> None:
             click.echo("simrun: internal error (a bug: please report it with the traceback above)", err=True)
         sys.exit(1)
     sys.exit(rv if isinstance(rv, int) else 0)
+
+
+__all__ = ["SUBCOMMANDS", "cli", "main"]

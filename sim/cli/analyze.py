@@ -97,3 +97,6 @@ def command(trace: str, out: Path | None, window_s: float | None, no_plots: bool
     _print_counts(counts, comms)
     click.echo(burstiness_line(bw))
     click.echo(f"wrote {folder}/")
+
+
+__all__ = ["analyze", "burstiness_line", "command", "default_out"]

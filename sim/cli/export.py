@@ -27,3 +27,6 @@ def command(trace: str, fmt: str, output: Path, per_host: bool) -> None:
     written = write_nccl_log(df, output, per_host=per_host)
     click.echo(f"wrote {len(df)} ops as NCCL log text to {len(written)} file(s): "
                + ", ".join(str(p) for p in written[:4]) + (" ..." if len(written) > 4 else ""))
+
+
+__all__ = ["command"]

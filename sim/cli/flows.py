@@ -123,3 +123,6 @@ def _summary(result, graph, out: Path) -> dict[str, Any]:
         "solves": int(result.network.stats["solves"]),
         "out": str(out),
     }
+
+
+__all__ = ["command"]

@@ -49,3 +49,6 @@ def _report(stored: dict) -> IngestReport:
     return IngestReport(files=list(stored.get("files", [])), lines_read=int(stored.get("lines_read", 0)),
                         records=int(stored.get("records", 0)), skipped=Counter(stored.get("skipped", {})),
                         examples=dict(stored.get("examples", {})))
+
+
+__all__ = ["command"]

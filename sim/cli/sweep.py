@@ -102,3 +102,6 @@ def command(trace: str, topos: str, sets: tuple[str, ...], algos: str, routings:
     plot_sweep(table, folder / "sweep.png", title=f"{name}: which topology wins (lower is better)")
     _print_table(table, points)
     click.echo(f"wrote {folder}/sweep.parquet and sweep.png")
+
+
+__all__ = ["SHOWN", "command", "parse_grid"]

@@ -67,3 +67,6 @@ def command(model: str, output: str, mode: str, sets: tuple[str, ...], **options
     summary = ", ".join(f"{op} {n}" for op, n in sorted(ops.items()))
     click.echo(f"wrote {output}: {len(df)} rows on {meta['world_size']} ranks ({summary}); "
                f"span {df['t_start_s'].max():.4f} s")
+
+
+__all__ = ["command"]

@@ -59,3 +59,6 @@ def command(topology: str, sets: tuple[str, ...], draw_path: str | None, as_json
         click.echo(_format_text(info))
         if draw_path:
             click.echo(f"drawing ({info['drawing']['style']}): {draw_path}")
+
+
+__all__ = ["command"]

@@ -17,3 +17,6 @@ def command() -> None:
     width = max(len(name) for name, _ in found)
     for name, description in found:
         click.echo(f"{name:<{width}}  {description}")
+
+
+__all__ = ["command"]

@@ -152,3 +152,6 @@ def incast_events(log, links: pd.DataFrame, graph: nx.Graph) -> pd.DataFrame:
         "est_buffer_bytes": np.clip(e_demand - e_cap, 0, None) * 1e9 / 8 * e_rtt,
     })
     return out.sort_values(["t_start_s", "port"], kind="stable").reset_index(drop=True)
+
+
+__all__ = ["INCAST_COLUMNS", "incast_events"]

@@ -145,3 +145,16 @@ def summary(*, trace: str, topology: str, world_size: int, coll: pd.DataFrame, l
         out["makespan_vs_ideal"] = out["makespan_s"] / out["ideal_makespan_s"]
     out.update(extra)
     return out
+
+
+__all__ = [
+    "COLLECTIVE_COLUMNS",
+    "LINK_COLUMNS",
+    "TIER",
+    "collectives_table",
+    "ecmp_imbalance",
+    "link_timeseries",
+    "links_table",
+    "size_bytes",
+    "summary",
+]

@@ -199,3 +199,6 @@ def write_timeline(result, path: str | Path) -> Path:
     out = Path(path)
     out.write_text(json.dumps(doc))
     return out
+
+
+__all__ = ["FIDELITY", "MAX_PLOTTED_INCAST", "MAX_TIMELINE_FLOWS", "write_report", "write_timeline"]

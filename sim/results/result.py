@@ -111,3 +111,6 @@ def _jsonable(value):
     if isinstance(value, float) and not math.isfinite(value):
         return None
     return value
+
+
+__all__ = ["Result"]

@@ -142,3 +142,6 @@ def fat_tree(
                 graph.add_edge(f"spine{pod * half + group}", f"core{group * half + i}", kind="spine-core",
                                capacity_gbps=up_gbps, latency_us=lat)
     return graph
+
+
+__all__ = ["fat_tree", "smallest_k"]

@@ -54,3 +54,6 @@ def nonblocking(graph: nx.Graph) -> nx.Graph:
                 ideal.add_edge(gpu, CROSSBAR, kind="access", capacity_gbps=data["capacity_gbps"],
                                latency_us=data["latency_us"])
     return ideal
+
+
+__all__ = ["CROSSBAR", "nonblocking"]

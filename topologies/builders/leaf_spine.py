@@ -142,3 +142,6 @@ def leaf_spine(
         for j in range(num_spines):
             graph.add_edge(f"leaf{i}", f"spine{j}", kind="leaf-spine", capacity_gbps=up_gbps, latency_us=lat)
     return graph
+
+
+__all__ = ["leaf_spine"]

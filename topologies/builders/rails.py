@@ -216,3 +216,6 @@ def _rail_fabric(where, shared_spines, num_gpus, gpus_per_server, servers_per_un
                 graph.add_edge(rail_switch(unit, rail), spine, kind="rail-spine", capacity_gbps=up_gbps,
                                latency_us=lat)
     return graph
+
+
+__all__ = ["SUPERPOD_SERVERS_PER_UNIT", "rail_only", "rail_optimized", "rail_switch"]

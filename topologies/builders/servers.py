@@ -79,3 +79,15 @@ def add_servers(graph: nx.Graph, num_gpus: int, gpus_per_server: int, nvlink_gbp
         graph.add_node(f"nvs{server}", kind="nvswitch", server=server)
         graph.add_edge(gpu_name(slot), f"nvs{server}", kind="nvlink", capacity_gbps=nvlink_gbps,
                        latency_us=nvlink_latency_us)
+
+
+__all__ = [
+    "DEFAULT_NUM_GPUS",
+    "add_servers",
+    "check_common",
+    "check_float",
+    "check_int",
+    "check_num_gpus",
+    "new_graph",
+    "too_small",
+]

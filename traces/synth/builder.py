@@ -285,3 +285,6 @@ class TraceBuilder:
             raise TraceError(f"synthesis bug: deadlock, rank {r} waits in {op[row]} on comm {c['comm'][row]} "
                              f"seq {c['seq'][row]} ({len(stuck)} rank(s) stuck)")
         return t_start
+
+
+__all__ = ["TraceBuilder"]

@@ -172,3 +172,15 @@ def check_positive(name: str, value: float) -> None:
     """Raise :class:`TraceError` unless ``value`` is a positive number (option checking)."""
     if not (isinstance(value, int | float) and value > 0):
         raise TraceError(f"option '{name}' must be positive, got {value!r}")
+
+
+__all__ = [
+    "ComputeModel",
+    "GPUS",
+    "GpuSpec",
+    "attention_flops",
+    "check_positive",
+    "comm_estimate_s",
+    "get_gpu",
+    "mlp_flops",
+]

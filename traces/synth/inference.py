@@ -415,3 +415,6 @@ def _emit_reference_broadcasts(b: TraceBuilder, step: Step, reqs, plan: Inferenc
         ctx = f"phase=prefill;step={step.index};site=prompt_broadcast;request={i}"
         b.collective("tp0", "Broadcast", 1, "int64", ctx, root=0)
         b.collective("tp0", "Broadcast", _prompt_pickle_bytes(int(reqs.prompt_tokens[i])), "uint8", ctx, root=0)
+
+
+__all__ = ["ENGINES", "InferencePlan", "synthesize_inference"]

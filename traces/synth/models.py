@@ -181,3 +181,6 @@ def get_model(name: str) -> ModelSpec:
     if key is None:
         raise TraceError(f"unknown model {name!r} (known: {', '.join(MODELS)})")
     return MODELS[key]
+
+
+__all__ = ["MODELS", "ModelSpec", "get_model"]

@@ -105,3 +105,6 @@ def copies_matrix(choice_per_source: list[np.ndarray], experts: int, ep: int,
         else:
             out[i] = np.bincount(dest.ravel(), minlength=ep)
     return out
+
+
+__all__ = ["Router", "copies_matrix"]

@@ -464,3 +464,6 @@ def synthesize_training(spec: ModelSpec, plan: TrainingPlan) -> pd.DataFrame:
     """
     world = _check(spec, plan)
     return _Training(spec, plan, world).run()
+
+
+__all__ = ["TrainingPlan", "layer_params_per_rank", "padded_vocab", "stage_layers", "synthesize_training"]

@@ -258,3 +258,15 @@ def plan_from_options(cls, options: dict, what: str):
     if unknown:
         raise TraceError(f"unknown {what} option(s): {', '.join(unknown)} (known: {', '.join(sorted(known))})")
     return cls(**options)
+
+
+__all__ = [
+    "Batch",
+    "Requests",
+    "Step",
+    "continuous_batching",
+    "make_requests",
+    "parse_length",
+    "plan_from_options",
+    "static_batching",
+]
