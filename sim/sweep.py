@@ -359,7 +359,7 @@ def connect(scheduler: str):
 
 
 def _run_dask(trace_df, points, client, scheduler, workers, trace_name, done) -> list[dict[str, Any]]:
-    from distributed import Client, as_completed
+    from distributed import as_completed
 
     own = client is None
     cluster = None

@@ -11,7 +11,6 @@ from typing import Any
 import click
 import yaml
 
-
 #: Numbers in exponent form without a dot (``1e-6``), which YAML 1.1 reads as strings.
 _EXPONENT_FLOAT = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")
 

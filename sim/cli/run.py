@@ -15,7 +15,8 @@ import click
 
 from sim.cli.common import parse_set_options, progress_bar
 from sim.errors import OptionError
-from sim.options import ALIASES, SET_KEYS, SimOptions, split_set as split_set_items
+from sim.options import ALIASES, SET_KEYS, SimOptions
+from sim.options import split_set as split_set_items
 
 #: Default completion batching of the CLI (``sim.simulate`` itself defaults to exact). Measured on the main
 #: job: see docs/simulator.md ("Measured figures") for its error against the exact solve and its speed.

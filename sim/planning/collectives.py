@@ -397,7 +397,7 @@ def plan_collective(op: str, nbytes: float, ranks: Sequence[int] | np.ndarray, *
     nbytes = float(nbytes)
     if not np.isfinite(nbytes) or nbytes < 0:
         raise SimError(f"{op}: bytes {nbytes} must be finite and >= 0")
-    arr = logical._as_ranks(ranks)
+    arr = logical.as_ranks(ranks)
     n = len(arr)
     if graph is not None and (server_of is None or model is None):
         g_server, g_model = _from_graph(graph, arr)

@@ -32,6 +32,7 @@ import numpy as np
 from sim.errors import SimError
 
 __all__ = [
+    "as_ranks",
     "btree_parents",
     "double_binary_tree",
     "logged_ring",
@@ -44,7 +45,19 @@ __all__ = [
 ]
 
 
-def _as_ranks(ranks: Sequence[int] | np.ndarray) -> np.ndarray:
+def as_ranks(ranks: Sequence[int] | np.ndarray) -> np.ndarray:
+    """A communicator's global ranks as a flat int64 array.
+
+    Raises
+    ------
+    SimError
+        When a rank is listed twice.
+
+    Examples
+    --------
+    >>> as_ranks([3, 1, 2]).tolist()
+    [3, 1, 2]
+    """
     arr = np.asarray(ranks, dtype=np.int64).reshape(-1)
     if len(np.unique(arr)) != len(arr):
         raise SimError("ranks: a communicator lists the same global rank twice")
@@ -72,7 +85,7 @@ def server_groups(ranks: Sequence[int] | np.ndarray,
     >>> [g.tolist() for g in server_groups([10, 11, 12, 13], [1, 0, 1, 0])]
     [[0, 2], [1, 3]]
     """
-    n = len(_as_ranks(ranks))
+    n = len(as_ranks(ranks))
     if server_of is None:
         return [np.arange(n, dtype=np.int64)]
     srv = np.asarray(server_of).reshape(-1)
@@ -97,7 +110,7 @@ def nvlink_ring(ranks: Sequence[int] | np.ndarray, server_of: Sequence[int] | np
     >>> nvlink_ring([0, 1, 2, 3, 4, 5], [0, 0, 0, 1, 1, 1], channel=1).tolist()
     [1, 2, 0, 4, 5, 3]
     """
-    arr = _as_ranks(ranks)
+    arr = as_ranks(ranks)
     parts = [np.roll(g, -(channel % len(g))) for g in server_groups(arr, server_of)]
     return arr[np.concatenate(parts)] if parts else arr
 
@@ -115,7 +128,7 @@ def logged_ring(ring: Sequence[int], ranks: Sequence[int] | np.ndarray) -> np.nd
     >>> logged_ring([2, 0, 1], [0, 1, 2]).tolist()
     [2, 0, 1]
     """
-    arr = _as_ranks(ranks)
+    arr = as_ranks(ranks)
     r = np.asarray(ring, dtype=np.int64).reshape(-1)
     if len(r) != len(arr) or not np.array_equal(np.sort(r), np.sort(arr)):
         raise SimError(f"metadata field 'rings': ring {r.tolist()[:8]}... is not a permutation of the "
@@ -138,7 +151,7 @@ def rings_for_channels(ranks: Sequence[int] | np.ndarray, nchannels: int,
     """
     if nchannels < 1:
         raise SimError(f"nchannels {nchannels} must be >= 1")
-    arr = _as_ranks(ranks)
+    arr = as_ranks(ranks)
     if logged:
         checked = [logged_ring(r, arr) for r in logged]
         return np.stack([checked[c % len(checked)] for c in range(nchannels)])
@@ -269,7 +282,7 @@ def rank_tree(ranks: Sequence[int] | np.ndarray, server_of: Sequence[int] | np.n
     >>> rank_tree([0, 1, 2, 3], [0, 0, 1, 1]).tolist()
     [-1, 0, 0, 2]
     """
-    arr = _as_ranks(ranks)
+    arr = as_ranks(ranks)
     groups = [np.roll(g, -(channel % len(g))) for g in server_groups(arr, server_of)]
     trees = double_binary_tree(len(groups))
     node_parent = trees[tree_of_channel(channel, nchannels)]

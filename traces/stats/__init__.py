@@ -22,8 +22,15 @@ request-size bins), :mod:`~traces.stats.bandwidth` (bytes over time, burstiness)
 (per communicator), :mod:`~traces.stats.tables` (what they share). Everything is importable from here.
 """
 
-from traces.stats.bandwidth import (MAX_WINDOWS, MIN_AUTO_WINDOW_S, TARGET_WINDOWS, Bandwidth, bandwidth_by_comm,
-                                    bandwidth_over_time, nice_window_s)
+from traces.stats.bandwidth import (
+                                    MAX_WINDOWS,
+                                    MIN_AUTO_WINDOW_S,
+                                    TARGET_WINDOWS,
+                                    Bandwidth,
+                                    bandwidth_by_comm,
+                                    bandwidth_over_time,
+                                    nice_window_s,
+)
 from traces.stats.comms import comm_summary
 from traces.stats.counts import op_counts, p2p_pairs
 from traces.stats.sizes import size_bins, size_histogram, size_stats
