@@ -249,8 +249,10 @@ def _local_client(workers: int):
 
     from distributed import Client, LocalCluster
 
+    # no dashboard; the scheduler's HTTP server (it always has one) on a free port, so a cluster already
+    # on the default port 8787 neither clashes nor prints a warning
     cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
-                           silence_logs=logging.ERROR)
+                           scheduler_kwargs={"dashboard_address": "127.0.0.1:0"}, silence_logs=logging.ERROR)
     return Client(cluster), cluster
 
 

@@ -201,11 +201,20 @@ def test_scheduler_garbage_is_one_line(trace_path, tmp_path, capsys):
 
 
 def test_a_point_failing_on_a_worker_is_one_error_line(trace_path, tmp_path):
-    """Through a real process cluster: the worker's log stays quiet and the CLI prints one line."""
+    """Through a real process cluster: the worker's log stays quiet and the CLI prints one line, even with
+    Dask's default HTTP port taken (another cluster running)."""
+    import socket
+
     argv = [sys.executable, "-m", "sim", "sweep", "--trace", str(trace_path), "--topo", "fat_tree",
             "--set", "fail_links=1000", "--workers", "1", "--out", str(tmp_path / "s")]
-    # the options are fine, the topology builds: the point fails on the worker, in anomalies.apply
-    proc = subprocess.run(argv, capture_output=True, text=True, timeout=300, env=os.environ)
+    with socket.socket() as taken:
+        try:
+            taken.bind(("127.0.0.1", 8787))
+            taken.listen()
+        except OSError:
+            pass  # already taken by someone else: the same situation
+        # the options are fine, the topology builds: the point fails on the worker, in anomalies.apply
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=300, env=os.environ)
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2, proc.stderr
     assert len(lines) == 1 and lines[0].startswith("simrun: error: point 0 (fat_tree fail_links=1000"), proc.stderr
