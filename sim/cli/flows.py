@@ -38,7 +38,9 @@ def command(flows_path: Path, topo: str, set_options: tuple[str, ...], routing: 
     import topologies
     from sim.errors import SimError
     from sim.flows import run_flows
+    from sim.options import check_seed
 
+    seed = check_seed(seed, "--seed")  # the range simrun run and sweep accept
     flows = _read_flows(flows_path)
     params = parse_set_options(set_options)
     if not any(key in params for key in _SIZE_KEYS) and len(flows):

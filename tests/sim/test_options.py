@@ -272,3 +272,10 @@ def test_bare_simrun_prints_its_usage():
     text = proc.stdout + proc.stderr
     assert text.startswith("Usage: simrun [OPTIONS] COMMAND [ARGS]...")
     assert "\nCommands:\n" in text and "simrun: error" not in text
+
+
+def test_flows_takes_the_same_seeds(tmp_path, capsys):
+    flows = tmp_path / "f.csv"
+    flows.write_text("src,dst,bytes,start_s\n0,5,1000000,0\n")
+    code, _, err = _cli(["flows", flows, "--topo", "fat_tree", "--seed", "-1", "-o", tmp_path / "o"], capsys)
+    _one_error(code, err, "--seed=-1: must be an integer from 0 to 2**63-1")
