@@ -1,7 +1,8 @@
 """collsim simulator: NCCL-style collectives replayed as flows over a topology (SPEC §5, §6, §9).
 
 Public API: :func:`simulate` (a trace over a topology -> :class:`Result`), :func:`simulate_flows` (raw flows,
-SPEC §5), :class:`Result`, :class:`SimError`. The heavy modules load on first use, so ``import sim`` (and
+SPEC §5), :class:`Result`, :class:`SimOptions` (every option of ``simulate``, checked), and the errors
+:class:`SimError`, :class:`OptionError` under collsim's root :class:`CollsimError`. The heavy modules load on first use, so ``import sim`` (and
 the CLI) stays quick.
 """
 
@@ -9,9 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from sim.errors import SimError
+from sim.errors import CollsimError, OptionError, SimError
+from sim.options import SimOptions
 
-__all__ = ["Result", "SimError", "simulate", "simulate_flows"]
+__all__ = ["CollsimError", "OptionError", "Result", "SimError", "SimOptions", "simulate", "simulate_flows"]
 
 _LAZY = {"simulate": ("sim.replay", "simulate"), "simulate_flows": ("sim.flows", "simulate_flows"),
          "Result": ("sim.results.result", "Result")}

@@ -2,21 +2,40 @@
 characterisation.
 
 Public API (SPEC §9): :func:`read_trace`, :func:`write_trace`, :func:`ingest`, :func:`synthesize`.
-Every error on bad input is a :class:`TraceError` (a ``ValueError``).
+Every error on bad input is a :class:`TraceError`, under collsim's root :class:`CollsimError` (a
+``ValueError``).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
+from traces.errors import CollsimError, TraceError
 
-from traces.io import list_builtin, read_trace, resolve_trace_path, write_trace
-from traces.schema import OPS, TraceError, empty_trace, new_metadata, validate
+if TYPE_CHECKING:
+    import pandas as pd
+
+# The schema and I/O (pandas, pyarrow) load on first use, so importing the leaf `traces.errors` (as every
+# package does for collsim's error root) does not import pandas.
+_LAZY = {"list_builtin": "traces.io", "read_trace": "traces.io", "resolve_trace_path": "traces.io",
+         "write_trace": "traces.io", "OPS": "traces.schema", "empty_trace": "traces.schema",
+         "new_metadata": "traces.schema", "validate": "traces.schema"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'traces' has no attribute {name!r}")
+
 
 __all__ = [
     "OPS",
+    "CollsimError",
     "TraceError",
     "empty_trace",
     "ingest",
