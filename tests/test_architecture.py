@@ -278,3 +278,15 @@ def test_every_public_module_has_all(tree):
     assert not bad, "\n".join(bad)
     done = sorted(m for m in PENDING_ALL if m in tree[0] and f"{m}: no __all__" not in missing_all(tree[0]))
     assert not done, f"now with __all__, remove from PENDING_ALL: {done}"
+
+
+def test_the_leaf_is_light():
+    """Every package imports traces.errors: it must not drag in the trace stack (pandas, pyarrow)."""
+    import subprocess
+    import sys
+
+    code = ("import sys, traces.errors, topologies.errors, sim.errors; "
+            "heavy = sorted({'pandas', 'pyarrow', 'networkx', 'numpy'} & set(sys.modules)); "
+            "assert not heavy, heavy")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert proc.returncode == 0, proc.stderr
