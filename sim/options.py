@@ -137,12 +137,12 @@ class SimOptions:
         OptionError
             For an unknown name, an option given twice (under two spellings), or a bad value.
         """
-        merged: dict[str, Any] = dict(base)
+        merged: dict[str, Any] = {}
+        for key, value in base.items():
+            merged[_known_name(key)] = value
         seen: dict[str, str] = {}
         for key, value in values.items():
-            name = ALIASES.get(key, key)
-            if name not in OPTION_NAMES:
-                raise OptionError(f"unknown simulate option {key!r} (known: {', '.join(_KNOWN)})")
+            name = _known_name(key)
             if name in seen:
                 raise OptionError(f"option {name!r} given twice (as {seen[name]!r} and {key!r}); give it once")
             seen[name] = key
@@ -182,6 +182,13 @@ def split_set(items: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]
             raise OptionError(f"--set {key}: {how}")
         (sim if key in SET_KEYS else topo)[key] = value
     return sim, topo
+
+
+def _known_name(key: str) -> str:
+    name = ALIASES.get(key, key)
+    if name not in OPTION_NAMES:
+        raise OptionError(f"unknown simulate option {key!r} (known: {', '.join(_KNOWN)})")
+    return name
 
 
 def check_seed(value: Any, name: str = "seed") -> int:
