@@ -45,6 +45,7 @@ __all__ = [
     "TIMINGS",
     "check_bin_count",
     "check_seed",
+    "set_options",
     "split_set",
 ]
 
@@ -182,6 +183,32 @@ def split_set(items: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]
             raise OptionError(f"--set {key}: {how}")
         (sim if key in SET_KEYS else topo)[key] = value
     return sim, topo
+
+
+def set_options(items: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, str], dict[str, Any]]:
+    """``--set`` items -> (simulator options under their own names, the spelling each was given in,
+    topology parameters).
+
+    Raises
+    ------
+    OptionError
+        For an option given under two spellings (``quantile`` and ``completion_quantile``), or one that
+        ``--set`` cannot give.
+
+    Examples
+    --------
+    >>> set_options({"quantile": 0, "k": 4})
+    ({'completion_quantile': 0}, {'completion_quantile': 'quantile'}, {'k': 4})
+    """
+    sim, topo = split_set(items)
+    options: dict[str, Any] = {}
+    spelled: dict[str, str] = {}
+    for key, value in sim.items():
+        name = ALIASES.get(key, key)
+        if name in options:
+            raise OptionError(f"--set {key}: option {name!r} given twice (also as {spelled[name]!r}); give it once")
+        options[name], spelled[name] = value, key
+    return options, spelled, topo
 
 
 def _known_name(key: str) -> str:

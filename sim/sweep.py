@@ -23,7 +23,7 @@ from typing import Any
 import pandas as pd
 
 from sim.errors import CollsimError, SimError
-from sim.options import ALGOS, ALIASES, ROUTINGS, SET_KEYS, SimOptions, check_seed, split_set
+from sim.options import ALGOS, ROUTINGS, SET_KEYS, SimOptions, check_seed, set_options
 
 #: Separates the values of one grid key inside ``--set`` (``oversubscription=1|2|4``).
 GRID_SEPARATOR = "|"
@@ -135,14 +135,7 @@ def split_params(params: Iterable[tuple[str, Any]]) -> tuple[dict[str, Any], dic
     sim.errors.OptionError
         For an option given under two spellings, or one ``--set`` cannot give (``seed``).
     """
-    params = list(params)
-    sim_items, topo = split_set(dict(params))
-    options: dict[str, Any] = {}
-    for key, value in sim_items.items():
-        name = ALIASES.get(key, key)
-        if name in options:
-            raise SimError(f"--set {key}: option {name!r} given twice; give it once")
-        options[name] = value
+    options, _, topo = set_options(dict(params))
     return topo, options
 
 

@@ -15,8 +15,7 @@ import click
 
 from sim.cli.common import parse_set_options, progress_bar
 from sim.errors import OptionError
-from sim.options import ALIASES, SET_KEYS, SimOptions
-from sim.options import split_set as split_set_items
+from sim.options import SET_KEYS, SimOptions, set_options
 
 #: Default completion batching of the CLI (``sim.simulate`` itself defaults to exact). Measured on the main
 #: job: see docs/simulator.md ("Measured figures") for its error against the exact solve and its speed.
@@ -36,8 +35,8 @@ def default_out(trace: str, topo: str) -> Path:
 
 def split_set(values: tuple[str, ...]) -> tuple[dict[str, Any], dict[str, Any]]:
     """``--set`` items -> (simulator options under their own names, topology parameters)."""
-    sim_items, topo = split_set_items(parse_set_options(values))
-    return {ALIASES.get(k, k): v for k, v in sim_items.items()}, topo
+    options, _, topo = set_options(parse_set_options(values))
+    return options, topo
 
 
 def run_options(set_values=(), *, algo="auto", routing="ecmp", seed=0, trace_name=None, progress=None,
@@ -51,14 +50,7 @@ def run_options(set_values=(), *, algo="auto", routing="ecmp", seed=0, trace_nam
     ------
     sim.errors.OptionError
     """
-    sim_items, topo_params = split_set_items(parse_set_options(set_values))
-    values: dict[str, Any] = {}
-    spelled: dict[str, str] = {}
-    for key, value in sim_items.items():
-        name = ALIASES.get(key, key)
-        if name in values:
-            raise OptionError(f"--set {key}: option {name!r} given twice (also as {spelled[name]!r}); give it once")
-        values[name], spelled[name] = value, key
+    values, spelled, topo_params = set_options(parse_set_options(set_values))
     for name, value in flags.items():
         if value is None or value == () or value == "":
             continue
