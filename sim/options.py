@@ -36,6 +36,7 @@ __all__ = [
     "ALGOS",
     "ALIASES",
     "MAX_CHANNELS",
+    "MAX_DELAY_US",
     "MAX_SEED",
     "MAX_TIME_BINS",
     "OPTION_NAMES",
@@ -59,6 +60,9 @@ MAX_SEED = 2**63 - 1
 #: Most fixed-width utilisation bins of one run (``bin_s``): bins x links x 8 bytes of memory, and one
 #: ``link_timeseries.parquet`` row per bin per link. A run that would need more stops with an error.
 MAX_TIME_BINS = 1 << 16
+#: Longest straggler delay (one hour, in microseconds): beyond it float64 times lose the microsecond detail
+#: of the collectives that follow (a delay of 1e30 us left a run with 0 bytes on the wire).
+MAX_DELAY_US = 3.6e9
 #: Other spellings of an option (``--set quantile=0.01`` is ``completion_quantile``).
 ALIASES: dict[str, str] = {"quantile": "completion_quantile"}
 #: Options that ``--set`` may not give: their own flag gives them, or they are not a value on a command line.
@@ -333,11 +337,21 @@ def _fail_links(value: Any) -> int | str | tuple[str, ...] | None:
 def _degrade_links(value: Any) -> str | Mapping | tuple[str, ...] | None:
     if value is None or value == "":
         return None
-    if isinstance(value, str | Mapping):
-        return value
-    if isinstance(value, list | tuple) and all(isinstance(v, str) for v in value):
-        return tuple(value)
-    raise OptionError(f"degrade_links={value!r}: must be N:FACTOR, NODE-NODE:FACTOR,... or {{link: factor}}")
+    if isinstance(value, Mapping):
+        factors = list(value.values())
+    elif isinstance(value, str) or (isinstance(value, list | tuple) and all(isinstance(v, str) for v in value)):
+        items = value.split(",") if isinstance(value, str) else value
+        factors = [item.strip().rpartition(":")[2] for item in items if item.strip()]
+    else:
+        raise OptionError(f"degrade_links={value!r}: must be N:FACTOR, NODE-NODE:FACTOR,... or {{link: factor}}")
+    for factor in factors:  # the links are chosen on the graph later; a factor can be checked now
+        try:
+            f = float(factor)
+        except (TypeError, ValueError):
+            continue  # sim.anomalies names the malformed item
+        if not (math.isfinite(f) and f > 0):
+            raise OptionError(f"degrade_links: factor {factor!r} must be a finite number > 0")
+    return tuple(value) if isinstance(value, list) else value
 
 
 def _stragglers(value: Any) -> dict[int, float]:
@@ -345,7 +359,12 @@ def _stragglers(value: Any) -> dict[int, float]:
 
     if value is not None and not isinstance(value, str | Mapping | list | tuple):
         raise OptionError(f"stragglers={value!r}: must be RANK:DELAY_US items or {{rank: delay_us}}")
-    return parse_stragglers(value)
+    parsed = parse_stragglers(value)
+    for rank, delay_us in parsed.items():
+        if not delay_us <= MAX_DELAY_US:  # also NaN and inf
+            raise OptionError(f"straggler {rank}:{delay_us:g}: DELAY_US must be at most {MAX_DELAY_US:.0f} "
+                              "(one hour)")
+    return parsed
 
 
 def _callable_or_none(value: Any) -> Callable | None:

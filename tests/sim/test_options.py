@@ -149,6 +149,9 @@ BAD = [
     (["--seed", str(2**70), "--fail-links", "1"], {"seed": 2**70, "fail_links": 1},
      f"seed={2**70}: must be an integer from 0 to 2**63-1"),
     (["--fail-links", "-2"], {"fail_links": -2}, "fail_links=-2: must be a count >= 0"),
+    (["--degrade-links", "2:inf"], {"degrade_links": "2:inf"}, "degrade_links: factor 'inf' must be a finite"),
+    (["--straggler", "1:inf"], {"stragglers": ["1:inf"]}, "straggler 1:inf: DELAY_US must be at most"),
+    (["--straggler", "1:1e30"], {"stragglers": {1: 1e30}}, "straggler 1:1e+30: DELAY_US must be at most"),
 ]
 
 
