@@ -45,7 +45,7 @@ _SWITCH_KINDS = frozenset({"leaf", "spine", "core", "rail", "crossbar"})
 _NUM = r"(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?"
 _TIME = rf"{_NUM}(?:us|µs|ms|s)?"
 _WINDOW = re.compile(rf"^\s*({_TIME})\s*(?:-\s*({_TIME}))?\s*(?:/\s*({_TIME}))?\s*$")
-_UNIT_S = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "": 1.0}
+_PER_S = {"s": 1.0, "ms": 1e3, "us": 1e6, "µs": 1e6, "": 1.0}   # divide: 100 / 1e6 is 1e-4 exactly, 100 * 1e-6 is not
 
 
 @dataclass(frozen=True)
@@ -109,7 +109,7 @@ def parse_time_s(text: str, what: str = "time") -> float:
     m = re.fullmatch(rf"\s*({_NUM})\s*(us|µs|ms|s)?\s*", str(text))
     if not m:
         raise SimError(f"{what}: {text!r} is not a time (a number with unit s, ms or us)")
-    return float(m.group(1)) * _UNIT_S[m.group(2) or ""]
+    return float(m.group(1)) / _PER_S[m.group(2) or ""]
 
 
 def parse_window(text: str, what: str) -> tuple[float, float, float | None]:
