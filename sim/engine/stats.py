@@ -16,7 +16,7 @@ import numpy as np
 if TYPE_CHECKING:
     from sim.engine.memo import Record
 
-__all__ = ["LinkStats", "MIN_SEGMENT_REL"]
+__all__ = ["LinkStats", "MIN_SEGMENT_REL", "Meter"]
 
 #: intervals shorter than this fraction of the clock are float-rounding slivers (no rate is taken from them)
 MIN_SEGMENT_REL = 1e-9
@@ -194,3 +194,50 @@ class LinkStats:
         self.flush()
         n = max(1, min(len(self._bins), int(math.ceil(end_s / self._width_s - 1e-9))))
         return self._width_s, self._bins[:n]
+
+
+class Meter:
+    """Drive a :class:`~sim.network.flow_network.FlowNetwork` completion by completion, handing each
+    constant-rate stretch to a :class:`LinkStats` (for callers without an engine, e.g. :mod:`sim.flows`).
+
+    Parameters
+    ----------
+    network : FlowNetwork
+    stats : LinkStats
+
+    Examples
+    --------
+    >>> from sim.network.flow_network import FlowNetwork
+    >>> net = FlowNetwork(np.array([100.0])); meter = Meter(net, LinkStats(net.capacity, bin_s=1.0))
+    >>> _ = net.add_flows(0.0, np.array([0, 1, 2]), np.array([0, 0]), np.array([50.0, 150.0]))
+    >>> meter.advance(np.inf).tolist(), meter.stats.peak_rate.tolist(), meter.stats.busy90_s.tolist()
+    ([0, 1], [100.0], [2.0])
+    """
+
+    def __init__(self, network, stats: LinkStats) -> None:
+        self.net = network
+        self.stats = stats
+        self.last_t = float(network.now_s)
+        self.last_bytes = np.array(network.link_bytes, dtype=np.float64)
+
+    def advance(self, t: float) -> np.ndarray:
+        """Move the network to ``t`` (to its last completion when ``t`` is inf); the finished flow ids."""
+        net, done = self.net, []
+        while net.num_active or net.has_completions:
+            t_next = net.next_completion_s()
+            if t_next > t:
+                break
+            done.append(net.advance(t_next))
+            self._account(t_next)
+        if math.isfinite(t):
+            done.append(net.advance(t))
+            self._account(t)
+        return np.concatenate(done).astype(np.int64) if done else np.zeros(0, dtype=np.int64)
+
+    def _account(self, t: float) -> None:
+        row = self.stats.dense_row(self.last_t, t)
+        cur = self.net.link_bytes
+        if row is not None:
+            np.subtract(cur, self.last_bytes, out=row)
+        np.copyto(self.last_bytes, cur)
+        self.last_t = t
