@@ -41,14 +41,10 @@ Public state and accessors (arrays indexed by link id or by flow id; do not writ
 Accuracy knob ``completion_quantile`` (q)
     ``q = 0`` (default) is exact: the network stops and re-solves at every completion (flows whose
     predicted finish times agree within a relative 1e-9 of the step are completed together). With
-    ``0 < q < 1`` it jumps straight to the q-quantile of the predicted finish times of the flows in flight
-    and re-solves there: the flows that finish inside the jump still finish at their exact predicted
-    times (their ``finish_s`` is exact for the rates they had), but the bandwidth they free is handed to
-    the others only at the end of the jump, so later flows finish slightly late. Completions inside a jump
-    are reported by ``advance`` at the end of the jump (or earlier, at any ``advance(t)`` the caller makes
-    meanwhile). On a 64-GPU all-to-all of uneven sizes q = 0.01 makes 9.5x fewer solves and moves the
-    makespan by +0.06 % (bound 0.2 %, tested). Arrivals are never delayed: flows added at ``now_s`` start
-    then. Figures and the reasoning: ``docs/network.md``.
+    ``0 < q < 1`` it jumps to the q-quantile of the predicted finish times of the flows in flight and
+    re-solves there: flows finishing inside the jump keep their exact predicted ``finish_s``, but the
+    bandwidth they free is handed out only at the end of the jump (reported then, or at any earlier
+    ``advance``). Arrivals are never delayed. Figures and bounds: ``docs/network.md``.
 
 Solver
     Re-solves are incremental and exact: when flows leave (or join), the water-filling below the level
@@ -68,41 +64,11 @@ import math
 import numpy as np
 
 from sim.errors import SimError
+from sim.network.arrays import GrowBuffer, check_flows, gather_ranges
 from sim.network.constants import TIME_RTOL
 from sim.network.maxmin import max_min_rates
 
 __all__ = ["FlowNetwork", "max_min_rates"]
-
-
-def _gather_ranges(ptr: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Positions of the CSR entries of rows ``ids`` (in order), and the row pointer of that selection."""
-    begin = ptr[ids]
-    deg = ptr[ids + 1] - begin
-    local_ptr = np.zeros(ids.size + 1, dtype=np.int64)
-    np.cumsum(deg, out=local_ptr[1:])
-    pos = np.arange(local_ptr[-1], dtype=np.int64) + np.repeat(begin - local_ptr[:-1], deg)
-    return pos, local_ptr
-
-
-class _Buffer:
-    """A growing 1-D array (amortised doubling) exposing its filled prefix as ``view``."""
-
-    def __init__(self, dtype):
-        self.data = np.zeros(256, dtype=dtype)
-        self.size = 0
-
-    def extend(self, values: np.ndarray) -> None:
-        end = self.size + len(values)
-        if end > self.data.size:
-            grown = np.zeros(max(end, 2 * self.data.size), dtype=self.data.dtype)
-            grown[: self.size] = self.data[: self.size]
-            self.data = grown
-        self.data[self.size:end] = values
-        self.size = end
-
-    @property
-    def view(self) -> np.ndarray:
-        return self.data[: self.size]
 
 
 #: per-flow float arrays (indexed by flow id), grown together
@@ -157,7 +123,7 @@ class FlowNetwork:
         for name in _FLOW_FIELDS:
             setattr(self, name, np.zeros(0))
         self._fptr = np.zeros(1, dtype=np.int64)
-        self._flinks = _Buffer(np.int64)
+        self._flinks = GrowBuffer(np.int64)
         # flows in flight and per-link state of them
         self._active = _NO_IDS
         # the links of the flows in flight, in the order of _active (CSR without the pointer: a step and
@@ -276,7 +242,7 @@ class FlowNetwork:
         size = np.asarray(size_bytes, dtype=np.float64).reshape(-1)
         ptr = np.asarray(link_ptr, dtype=np.int64).reshape(-1)
         links = np.asarray(link_idx, dtype=np.int64).reshape(-1)
-        deg = self._check_flows(now_s, ptr, links, size)
+        deg = check_flows(self.num_links, self.now_s, now_s, ptr, links, size)
         if now_s > self.now_s:
             on_the_way = self.advance(now_s)   # (advance replaces self._pending: call it first)
             if on_the_way.size:
@@ -304,7 +270,7 @@ class FlowNetwork:
             new = ids[~instant]
             if not new.size:
                 return ids
-            pos, lptr = _gather_ranges(self._fptr, new)
+            pos, lptr = gather_ranges(self._fptr, new)
             new_links = self._flinks.data[pos]
             deg = deg[~instant]
         else:
@@ -386,24 +352,6 @@ class FlowNetwork:
         fptr = np.zeros(grow + 1, dtype=np.int64)
         fptr[: self._num_flows + 1] = self._fptr[: self._num_flows + 1]
         self._fptr = fptr
-
-    def _check_flows(self, now_s, ptr, links, size) -> np.ndarray:
-        """Validate one ``add_flows`` call; return the number of links of each flow."""
-        if not (math.isfinite(now_s) and now_s >= self.now_s):
-            raise SimError(f"add_flows: start time {now_s} is before the network's clock {self.now_s}")
-        if ptr.size != size.size + 1:
-            raise SimError(f"add_flows: link_ptr has {ptr.size} entries for {size.size} flows (want n + 1)")
-        deg = ptr[1:] - ptr[:-1]
-        if size.size and ((deg < 0).any() or ptr[0] < 0 or ptr[-1] > links.size):
-            raise SimError("add_flows: link_ptr is not a non-decreasing index into link_idx")
-        used = links[ptr[0]:ptr[-1]]
-        if used.size and (used.min() < 0 or used.max() >= self.num_links):
-            bad = int(used[(used < 0) | (used >= self.num_links)][0])
-            raise SimError(f"add_flows: link id {bad} is not in 0..{self.num_links - 1}")
-        if not (size >= 0).all() or not np.isfinite(size).all():   # NaN fails the first test
-            row = int(np.flatnonzero(~np.isfinite(size) | (size < 0))[0])
-            raise SimError(f"add_flows: size_bytes[{row}] = {size[row]} is not a finite size >= 0")
-        return deg
 
     def _solve_if_dirty(self) -> None:
         if self._dirty:
