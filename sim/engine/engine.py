@@ -266,8 +266,9 @@ class Engine:
         self.memo_hits += 1
         f_sub, f_bytes, f_start, f_sent, f_end = rec.flows
         f_path = self.runner.sub_path(self.ops[op])[f_sub]
+        n0 = self.log.n
         rows = self.log.append(len(f_path))
-        self.inflight[op] = InFlight(fp, True, None, t, key, (int(rows[0]) if len(rows) else 0, self.log.n))
+        self.inflight[op] = InFlight(fp, True, None, t, key, (n0, self.log.n))
         self.link_users[fp] += 1
         if len(f_path):
             log = self.log
