@@ -20,8 +20,8 @@ import networkx as nx
 import numpy as np
 import pandas as pd
 
-from sim.errors import SimError
 from sim.engine.stats import LinkStats, Meter
+from sim.errors import SimError
 from sim.network.flow_network import FlowNetwork
 
 __all__ = ["FLOW_COLUMNS", "FlowsResult", "run_flows", "simulate_flows"]

@@ -40,6 +40,7 @@ import numpy as np
 
 from sim.engine.clock import EVENT, START, Clock
 from sim.engine.flowlog import FlowLog
+from sim.engine.materialise import materialise
 from sim.engine.memo import InFlight, Record, Recording, footprints_overlap
 from sim.engine.netproc import NetworkProcess
 from sim.engine.paths import PathTable
@@ -256,8 +257,6 @@ class Engine:
             self.runner.launch(op, prep, t)
 
     def _materialise(self, op: int, fl: InFlight, t: float) -> None:
-        from sim.engine.materialise import materialise
-
         materialise(self, op, fl, t)
         self.materialised += 1
 

@@ -14,8 +14,6 @@ re-simulation of one op, instead of rerunning the world.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 
 from sim.engine.clock import Clock
@@ -26,9 +24,6 @@ from sim.engine.netproc import NetworkProcess
 from sim.engine.transfers import OpRunner
 from sim.network.flow_network import FlowNetwork
 
-if TYPE_CHECKING:
-    from sim.engine.engine import Engine
-
 __all__ = ["materialise"]
 
 #: the scratch run stops after the instant's events (priorities 0, 1), before its start batch (2)
@@ -37,12 +32,12 @@ _BEFORE_START = 1.5
 _LOG_COLUMNS = ("op", "sub", "path", "bytes", "start", "sent", "end", "lat")
 
 
-def materialise(engine: Engine, op: int, fl: InFlight, now: float) -> None:
+def materialise(engine, op: int, fl: InFlight, now: float) -> None:
     """Make op ``op`` (replayed from a record since ``fl.t0``) an explicit run from ``now`` on.
 
     Parameters
     ----------
-    engine : Engine
+    engine : sim.engine.engine.Engine
         The live run (at its start batch of time ``now``).
     op : int
     fl : InFlight

@@ -9,12 +9,8 @@ given here, also while a time-varying anomaly has changed a link's capacity.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
 import numpy as np
-
-if TYPE_CHECKING:
-    from sim.engine.memo import Record
 
 __all__ = ["LinkStats", "MIN_SEGMENT_REL", "Meter"]
 
@@ -158,8 +154,8 @@ class LinkStats:
         frac = np.clip(overlap, 0.0, None) / (b - a)
         self._bins[k0 : k1 + 1, idx] += frac[:, None] * vals[None, :]
 
-    def add_record(self, t: float, rec: Record) -> None:
-        """Add a recorded op's link statistics, shifted to start at ``t`` (vectorised over segments)."""
+    def add_record(self, t: float, rec) -> None:
+        """Add a recorded op's link statistics (a :class:`sim.engine.memo.Record`), shifted to start at ``t`` (vectorised over segments)."""
         if len(rec.seg_a) == 0:
             return
         self.flush()

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sim.errors import SimError
 from sim.engine.stats import LinkStats
+from sim.errors import SimError
 from sim.network.flow_network import FlowNetwork, max_min_rates
 
 
