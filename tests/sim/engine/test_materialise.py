@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sim.engine.csr import reverse_csr
 from sim.engine.engine import Engine
@@ -91,3 +93,24 @@ def test_no_conflict_no_materialisation(setup):
     w = _workload(1.0)   # op 2 long after
     memo = _run(cap, preps, w, memoize=True)
     assert memo.memo_hits == 1 and memo.memo_materialised == 0
+
+
+@settings(max_examples=12, deadline=None)
+@given(frac=st.floats(0.001, 0.999), sizes=st.lists(st.integers(1, 16), min_size=2, max_size=2),
+       delay_us=st.sampled_from([0.0, 1.0, 20.0]))
+def test_property_materialised_runs_equal_explicit_runs(frac, sizes, delay_us):
+    graph = fat_tree(4, num_gpus=16, gpus_per_server=1)
+    router = Router(graph, "ecmp", seed=1)
+    cap = router.links["capacity_gbps"].to_numpy() * 1e9 / 8
+    chain = _prep(router, [0, 1, 2, 3], [1, 2, 3, 0], [sizes[0] * MIB] * 3 + [sizes[1] * MIB], delay_us * 1e-6,
+                  [0, 0, 1, 2, 2], [0, 1])
+    other = _prep(router, [8, 9, 10], [1, 2, 0], [sizes[1] * MIB] * 3, 0.0, [0, 0, 0, 0], [])
+    preps = [chain, chain, other]
+    t_a = _run(cap, preps, _workload(1.0), memoize=False).op_end_s[0]
+    w = _workload(t_a * (1 + frac))
+    plain, memo = _run(cap, preps, w, memoize=False), _run(cap, preps, w, memoize=True)
+    assert memo.memo_hits == 1 and memo.memo_materialised == 1
+    np.testing.assert_allclose(memo.op_end_s, plain.op_end_s, rtol=1e-12)
+    np.testing.assert_allclose(memo.link_stats.total, plain.link_stats.total, rtol=1e-9, atol=1e-3)
+    np.testing.assert_allclose(memo.link_stats.peak_rate, plain.link_stats.peak_rate, rtol=1e-9)
+    np.testing.assert_allclose(np.sort(memo.flow_end_s), np.sort(plain.flow_end_s), rtol=1e-12)
