@@ -33,6 +33,7 @@ network's batching, which looks at every flow in flight, is the one coupling a r
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -331,7 +332,11 @@ class Engine:
             if w.prog_ptr[p + 1] > w.prog_ptr[p]:
                 self.clock.process(self._program(p, int(w.prog_ptr[p]), int(w.prog_ptr[p + 1])))
         for fn in self.processes:
-            self.clock.process(fn(self.clock, self.netproc))
+            gen = fn(self.clock, self.netproc)
+            if not inspect.isgenerator(gen):
+                raise SimError(f"processes: {getattr(fn, '__name__', fn)!r} must be a generator function "
+                               "fn(env, net) (it yields simpy events, e.g. env.timeout(dt))")
+            self.clock.process(gen)
         if w.n_ops:
             self.clock.run_until(self._all_done)
         self._check_complete()

@@ -135,3 +135,9 @@ def test_windows_parse_and_become_processes_on_both_directions():
     links = pd.DataFrame({"src": ["a", "b", "b", "c"], "dst": ["b", "a", "c", "b"]})
     assert len(window_processes(damage, links)) == 2
     assert "link_windows" in damage.describe()
+
+
+def test_a_process_that_is_not_a_generator_is_a_clear_error(pair):
+    router, cap, prep, link, rate = pair
+    with pytest.raises(SimError, match="generator function"):
+        _run(cap, [prep], [lambda env, net: net.scale_links([link], 0.5)])
