@@ -20,6 +20,7 @@ import networkx as nx
 import numpy as np
 import pandas as pd
 
+from sim.engine.stats import LinkStats, Meter
 from sim.errors import SimError
 from sim.network.flow_network import FlowNetwork
 
@@ -46,7 +47,10 @@ class FlowsResult:
     window_s : float
         From the earliest start to the last byte sent: the window of ``mean_utilization``.
     network : FlowNetwork
-        The network after the run (statistics, time series when ``bin_s`` was given).
+        The network after the run.
+    link_stats : sim.engine.stats.LinkStats
+        Per-link statistics (``binned(end_s)``: the time series, of width ``bin_s`` when given). Exact with
+        ``completion_quantile = 0``; with batching, rates are averaged over each batch's stretch.
     """
 
     flows: pd.DataFrame
@@ -54,6 +58,7 @@ class FlowsResult:
     makespan_s: float
     window_s: float
     network: FlowNetwork
+    link_stats: LinkStats | None = None
 
 
 def simulate_flows(topology: nx.Graph, flows: pd.DataFrame, routing: str = "ecmp", seed: int = 0) -> pd.DataFrame:
@@ -106,7 +111,7 @@ def run_flows(topology: nx.Graph, flows: pd.DataFrame, routing: str = "ecmp", se
     completion_quantile : float
         Accuracy knob of :class:`~sim.network.flow_network.FlowNetwork` (0 = exact).
     bin_s : float, optional
-        Time-bin width of the network's per-link byte series.
+        Time-bin width of the per-link byte series (``link_stats.binned``); adaptive when omitted.
 
     Returns
     -------
@@ -121,13 +126,16 @@ def run_flows(topology: nx.Graph, flows: pd.DataFrame, routing: str = "ecmp", se
         out = flows.copy()
         out["finish_s"] = pd.Series(dtype=float)
         out["path"] = pd.Series(dtype=object)
-        net = FlowNetwork(router.links["capacity_gbps"].to_numpy(float) * 1e9 / 8.0, bin_s=bin_s)
-        return FlowsResult(flows=out, links=_link_table(router.links, net, 0.0), makespan_s=0.0,
-                           window_s=0.0, network=net)
+        net = FlowNetwork(router.links["capacity_gbps"].to_numpy(float) * 1e9 / 8.0)
+        stats = LinkStats(net.capacity, bin_s)
+        return FlowsResult(flows=out, links=_link_table(router.links, net, stats, 0.0), makespan_s=0.0,
+                           window_s=0.0, network=net, link_stats=stats)
     routes = router.route(src, dst, np.arange(n, dtype=np.int64))
     links = router.links
     capacity_bytes_per_s = links["capacity_gbps"].to_numpy(float) * 1e9 / 8.0
-    net = FlowNetwork(capacity_bytes_per_s, completion_quantile=completion_quantile, bin_s=bin_s)
+    net = FlowNetwork(capacity_bytes_per_s, completion_quantile=completion_quantile)
+    stats = LinkStats(capacity_bytes_per_s, bin_s)
+    meter = Meter(net, stats)   # the network moves bytes; the statistics are kept from each stretch
 
     sub_flow = routes.flow_of_sub
     sub_size = size[sub_flow] * routes.fraction
@@ -139,9 +147,9 @@ def run_flows(topology: nx.Graph, flows: pd.DataFrame, routing: str = "ecmp", se
     cuts = np.flatnonzero(np.r_[True, sorted_start[1:] != sorted_start[:-1], True])
     for a, b in zip(cuts[:-1], cuts[1:], strict=True):
         t = float(sorted_start[a])
-        net.advance(t)
+        meter.advance(t)
         net.add_flows(t, ptr[a:b + 1], idx, sub_size[order[a:b]])
-    net.advance(np.inf)
+    meter.advance(np.inf)
 
     sub_done = np.empty(order.size)
     sub_done[order] = net.finish_s
@@ -157,13 +165,13 @@ def run_flows(topology: nx.Graph, flows: pd.DataFrame, routing: str = "ecmp", se
     first_start = float(start.min())
     makespan = float(finish.max()) - first_start
     window = max(float(np.nanmax(net.finish_s)) - first_start, 0.0)
-    table = _link_table(links, net, window)
+    table = _link_table(links, net, stats, window)
     out.attrs["collsim_flows"] = {
         "flows": int(n), "makespan_s": makespan, "bytes": float(size.sum()),
         "max_link_utilization": float(table["peak_utilization"].max()),
         "routing": routing, "seed": int(seed), "solves": int(net.stats["solves"]),
     }
-    return FlowsResult(flows=out, links=table, makespan_s=makespan, window_s=window, network=net)
+    return FlowsResult(flows=out, links=table, makespan_s=makespan, window_s=window, network=net, link_stats=stats)
 
 
 def _checked_columns(flows: pd.DataFrame, num_gpus: int):
@@ -221,7 +229,7 @@ def _first_paths(routes, links: pd.DataFrame, src: np.ndarray) -> list[list[str]
     return paths
 
 
-def _link_table(links: pd.DataFrame, net: FlowNetwork, window_s: float) -> pd.DataFrame:
+def _link_table(links: pd.DataFrame, net: FlowNetwork, stats: LinkStats, window_s: float) -> pd.DataFrame:
     capacity_bytes_per_s = links["capacity_gbps"].to_numpy(float) * 1e9 / 8.0
     mean = net.link_bytes / (capacity_bytes_per_s * window_s) if window_s > 0 else np.zeros(len(links))
     return pd.DataFrame({
@@ -231,6 +239,6 @@ def _link_table(links: pd.DataFrame, net: FlowNetwork, window_s: float) -> pd.Da
         "capacity_gbps": links["capacity_gbps"].to_numpy(float),
         "bytes": net.link_bytes.copy(),
         "mean_utilization": mean,
-        "peak_utilization": net.peak_utilization.copy(),
-        "busy_above_90_s": net.busy_above_90_s.copy(),
+        "peak_utilization": stats.peak_rate / capacity_bytes_per_s,
+        "busy_above_90_s": stats.busy90_s.copy(),
     })

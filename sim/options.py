@@ -67,7 +67,7 @@ MAX_DELAY_US = 3.6e9
 ALIASES: dict[str, str] = {"quantile": "completion_quantile"}
 #: Options that ``--set`` may not give: their own flag gives them, or they are not a value on a command line.
 _NOT_SET = {"algo": "--algo", "routing": "--routing", "seed": "--seed", "progress": "",
-            "trace_name": "", "topology_params": ""}
+            "trace_name": "", "topology_params": "", "processes": ""}
 
 
 def _doc(text: str, **meta: Any) -> dict[str, Any]:
@@ -111,6 +111,8 @@ class SimOptions:
         The ``trace`` of the summary (default: the trace metadata's name).
     topology_params : dict
         Builder parameters when the topology is a preset name or YAML path.
+    processes : tuple of callables
+        User simpy processes ``fn(env, net)`` (generators) run beside the replay (:mod:`sim.engine`).
     """
 
     algo: str = field(default="auto", metadata=_doc("collective algorithm"))
@@ -128,6 +130,7 @@ class SimOptions:
     progress: Callable[[float], None] | None = field(default=None, compare=False, metadata=_doc("callback"))
     trace_name: str | None = field(default=None, metadata=_doc("trace name of the summary"))
     topology_params: Mapping[str, Any] = field(default_factory=dict, metadata=_doc("builder parameters"))
+    processes: tuple[Callable, ...] = field(default=(), compare=False, metadata=_doc("user simpy processes"))
 
     def __post_init__(self) -> None:
         for name, check in _CHECKS.items():
@@ -379,6 +382,16 @@ def _str_or_none(value: Any) -> str | None:
     return value
 
 
+def _processes(value: Any) -> tuple[Callable, ...]:
+    if value is None:
+        return ()
+    items = tuple(value) if isinstance(value, list | tuple) else (value,)
+    for fn in items:
+        if not callable(fn):
+            raise OptionError(f"processes: {type(fn).__name__} is not a callable fn(env, net)")
+    return items
+
+
 def _params(value: Any) -> dict[str, Any]:
     if value is None:
         return {}
@@ -403,6 +416,7 @@ _CHECKS: dict[str, Callable[[Any], Any]] = {
     "progress": _callable_or_none,
     "trace_name": _str_or_none,
     "topology_params": _params,
+    "processes": _processes,
 }
 #: Every option name (the dataclass fields), in declaration order.
 OPTION_NAMES: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(SimOptions))

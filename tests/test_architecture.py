@@ -33,7 +33,6 @@ KNOWN_CIRCLES: set[frozenset[str]] = {
 #: Modules still without ``__all__``, in code being rewritten elsewhere (the NCCL and other format readers,
 #: the engine core being split into modules): remove an entry once its module has one.
 PENDING_ALL = {
-    "sim.engine.core", "sim.network.maxmin_numba",
     "traces.formats", "traces.formats.inspector", "traces.formats.kineto", "traces.formats.nccl",
     "traces.formats.nccl.comms", "traces.formats.nccl.kernel_numba", "traces.formats.nccl.kernel_numpy",
     "traces.formats.nccl.layout", "traces.formats.nccl.rows", "traces.formats.nccl.scan",
@@ -202,7 +201,8 @@ def missing_all(modules: dict[str, Path]) -> list[str]:
                 defined.update((a.asname or a.name).split(".")[0] for a in node.names)
             elif isinstance(node, ast.Assign | ast.AnnAssign):
                 targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-                for target in targets:
+                names = [n for target in targets for n in ast.walk(target) if isinstance(n, ast.Name)]
+                for target in names:  # plain and tuple-unpacking targets alike
                     if isinstance(target, ast.Name):
                         defined.add(target.id)
                         if target.id == "__all__" and node.value is not None:

@@ -130,9 +130,11 @@ def _print_table(result, out_dir: Path) -> None:
 @click.option("--out", "out", type=click.Path(file_okay=False), default=None,
               help="Output folder [default: simrun-out/<trace>-<topo>/].")
 @click.option("--json", "as_json", is_flag=True, help="Print summary.json to stdout instead of the table.")
-@click.option("--fail-links", default=None, metavar="N|u-v,...", help="Fail N switch links (seeded) or named ones.")
+@click.option("--fail-links", default=None, metavar="N|u-v,...",
+              help="Fail N switch links (seeded) or named ones; ITEM@T1-T2 for a window, @T1-T2/PERIOD to flap.")
 @click.option("--degrade-links", default=None, metavar="N:FACTOR",
-              help="Scale N switch links' capacity (FACTOR < 1: capacity left; > 1: times slower).")
+              help="Scale N switch links' capacity (FACTOR < 1: capacity left; > 1: times slower); "
+                   "ITEM@T1-T2 for a window.")
 @click.option("--straggler", "stragglers", multiple=True, metavar="RANK:DELAY_US",
               help="Delay every op of RANK by DELAY_US (repeatable).")
 @click.option("--timing", type=click.Choice(["auto", "trace", "asap"]), default=None,

@@ -9,7 +9,7 @@ form. The network only moves bytes: propagation latency is added by the caller.
 
 Typical loop of a caller (the replay engine, :func:`sim.flows.simulate_flows`)::
 
-    net = FlowNetwork(capacity_bytes_per_s, bin_s=1e-4)
+    net = FlowNetwork(capacity_bytes_per_s)
     ids = net.add_flows(0.0, link_ptr, link_idx, size_bytes)      # several calls at one time: one solve
     while net.num_active or net.has_completions:
         t = min(net.next_completion_s(), next_engine_event_s)
@@ -19,24 +19,21 @@ Typical loop of a caller (the replay engine, :func:`sim.flows.simulate_flows`)::
 Public state and accessors (arrays indexed by link id or by flow id; do not write to them):
 
 ``link_bytes`` (float64 [links])
-    cumulative bytes carried per link up to ``now_s``.
-``peak_utilization`` (float64 [links])
-    highest load / capacity seen on each link (1.0 = saturated).
-``busy_above_90_s`` (float64 [links])
-    time each link spent with load above 90 % of its capacity.
+    cumulative bytes carried per link up to ``now_s``. Per-link statistics (peaks, time bins, time above
+    90 %) are kept by whoever drives the network (:class:`sim.engine.stats.LinkStats`, the one owner),
+    from the increments of ``link_bytes`` between events.
+``capacity`` (float64 [links])
+    current capacity; :meth:`FlowNetwork.set_capacity` changes it at ``now_s`` (0 = link down: flows
+    crossing it stall at rate 0 until it comes back).
 ``finish_s``, ``start_s``, ``size_bytes`` (float64 [flows])
     per flow id; ``finish_s`` is NaN while the flow is in flight, else the time its last byte was sent.
 ``now_s``, ``num_flows``, ``num_active``, ``peak_active``, ``has_completions``
     current time, flows ever added, flows in flight, most flows in flight at once, completions not yet
     returned by :meth:`FlowNetwork.advance`.
-``active_flows() -> (ids, rate_bytes_per_s)``, ``link_load_bytes_per_s()``
-    the current max-min rates and the per-link load (sum of rates).
+``active_flows() -> (ids, rate_bytes_per_s)``, ``link_load_bytes_per_s()``, ``remaining_bytes(ids)``
+    the current max-min rates, the per-link load (sum of rates), the bytes flows have left at ``now_s``.
 ``flow_links(flow_id)``
     the link ids of one flow's path.
-``binned_link_bytes() -> (bin_start_s [bins], bytes [bins x links])``
-    with ``bin_s`` set: the exact bytes each link carried in each time bin (a constant-rate stretch is
-    spread over the bins it covers in proportion to the overlap). Only bins that saw traffic are kept, in
-    time order; memory is ``8 x bins x links`` bytes. Utilisation of a bin = bytes / (capacity x bin_s).
 ``stats``
     counters for profiling: ``solves``, ``flows_solved`` (flows re-solved in total), ``iterations``
     (water-filling passes), ``steps`` (time advances).
@@ -44,14 +41,10 @@ Public state and accessors (arrays indexed by link id or by flow id; do not writ
 Accuracy knob ``completion_quantile`` (q)
     ``q = 0`` (default) is exact: the network stops and re-solves at every completion (flows whose
     predicted finish times agree within a relative 1e-9 of the step are completed together). With
-    ``0 < q < 1`` it jumps straight to the q-quantile of the predicted finish times of the flows in flight
-    and re-solves there: the flows that finish inside the jump still finish at their exact predicted
-    times (their ``finish_s`` is exact for the rates they had), but the bandwidth they free is handed to
-    the others only at the end of the jump, so later flows finish slightly late. Completions inside a jump
-    are reported by ``advance`` at the end of the jump (or earlier, at any ``advance(t)`` the caller makes
-    meanwhile). On a 64-GPU all-to-all of uneven sizes q = 0.01 makes 9.5x fewer solves and moves the
-    makespan by +0.06 % (bound 0.2 %, tested). Arrivals are never delayed: flows added at ``now_s`` start
-    then. Figures and the reasoning: ``docs/network.md``.
+    ``0 < q < 1`` it jumps to the q-quantile of the predicted finish times of the flows in flight and
+    re-solves there: flows finishing inside the jump keep their exact predicted ``finish_s``, but the
+    bandwidth they free is handed out only at the end of the jump (reported then, or at any earlier
+    ``advance``). Arrivals are never delayed. Figures and bounds: ``docs/network.md``.
 
 Solver
     Re-solves are incremental and exact: when flows leave (or join), the water-filling below the level
@@ -60,165 +53,22 @@ Solver
     it and only the others are re-solved on the capacity left over. Each re-solve runs
     :func:`max_min_rates`, which freezes in one pass every link whose fair share is the smallest on all of
     its flows ("local bottlenecks"), so the passes number the depth of the bottleneck chain, not the links.
-    It runs the compiled kernel of :mod:`sim.network.maxmin_numba` where numba loads (``SOLVER``), else numpy; the
-    rates are bit-identical.
+    It runs the compiled kernel of :mod:`sim.network.maxmin_numba` where numba loads
+    (:data:`sim.network.maxmin.SOLVER`), else numpy; the rates are bit-identical.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import numpy as np
 
 from sim.errors import SimError
+from sim.network.arrays import GrowBuffer, check_flows, gather_ranges
+from sim.network.constants import TIME_RTOL
+from sim.network.maxmin import max_min_rates
 
 __all__ = ["FlowNetwork", "max_min_rates"]
-
-#: relative tolerance when comparing fair shares (ties of float rounding are ties)
-_SHARE_RTOL = 1e-12
-#: completions within this fraction of a step (or a few ulps of the clock) are simultaneous
-_TIME_RTOL = 1e-9
-#: links above this fraction of capacity count as busy
-_BUSY_FRACTION = 0.9
-
-
-def max_min_rates(flow_ptr: np.ndarray, link_idx: np.ndarray, capacity: np.ndarray) -> tuple[np.ndarray, int]:
-    """Max-min fair rates of flows over links (progressive filling, local bottlenecks frozen per pass).
-
-    Parameters
-    ----------
-    flow_ptr : ndarray of int, shape (n + 1,)
-        CSR pointers: flow ``i`` crosses ``link_idx[flow_ptr[i]:flow_ptr[i + 1]]``; every flow crosses at
-        least one link.
-    link_idx : ndarray of int
-        Link ids, ``0 <= id < len(capacity)``.
-    capacity : ndarray of float64
-        Capacity of each link (bytes/s, or any unit: rates come back in the same unit), ``>= 0``.
-
-    Returns
-    -------
-    rates : ndarray of float64, shape (n,)
-        The max-min fair rate of each flow.
-    iterations : int
-        Water-filling passes (each freezes every link that is a local bottleneck).
-
-    Examples
-    --------
-    >>> rates, _ = max_min_rates(np.array([0, 1, 2, 4]), np.array([0, 1, 0, 1]), np.array([1.0, 2.0]))
-    >>> rates.round(3).tolist()
-    [0.5, 1.5, 0.5]
-    """
-    flow_ptr = np.ascontiguousarray(flow_ptr, dtype=np.int64)
-    link_idx = np.ascontiguousarray(link_idx, dtype=np.int64)
-    kernel = _compiled_kernel()
-    if kernel is not None:
-        rates, iterations = kernel(flow_ptr, link_idx, np.ascontiguousarray(capacity, dtype=np.float64))
-        return rates, int(iterations)
-    return max_min_rates_numpy(flow_ptr, link_idx, capacity)
-
-
-#: Max-min solver: "auto" (the compiled kernel of :mod:`sim.network.maxmin_numba` when numba loads, else numpy),
-#: "jit" or "numpy". Both give bit-identical rates (tested).
-SOLVER = "auto"
-_KERNEL: dict[str, Any] = {}
-
-
-def _compiled_kernel() -> Any:
-    if SOLVER == "numpy":
-        return None
-    if "kernel" not in _KERNEL:
-        try:
-            from sim.network.maxmin_numba import max_min_kernel
-        except Exception:  # noqa: BLE001 - no numba (or it cannot compile here): the numpy solver
-            if SOLVER == "jit":
-                raise
-            max_min_kernel = None
-        _KERNEL["kernel"] = max_min_kernel
-    return _KERNEL["kernel"]
-
-
-def max_min_rates_numpy(flow_ptr: np.ndarray, link_idx: np.ndarray, capacity: np.ndarray
-                        ) -> tuple[np.ndarray, int]:
-    """:func:`max_min_rates` in numpy (the fallback, and the reference the compiled kernel is tested on)."""
-    flow_ptr = np.asarray(flow_ptr, dtype=np.int64)
-    link_idx = np.asarray(link_idx, dtype=np.int64)
-    if capacity.size > 4096 and 4 * link_idx.size < capacity.size:
-        # a big fabric and few links in use: number them 0..m-1 so that per-link arrays stay small (on
-        # small fabrics the sort costs more than it saves)
-        used, lk = np.unique(link_idx, return_inverse=True)
-        cap = np.asarray(capacity, dtype=np.float64)[used]
-    else:
-        lk = link_idx.copy()
-        cap = np.asarray(capacity, dtype=np.float64)
-    # Frozen flows are not compacted away (a handful of flows per solve: the per-call overhead of
-    # rebuilding the CSR outweighs the work it saves); their incidences move to a sentinel link ``m``
-    # of infinite capacity that always counts as blocked, so they never freeze twice.
-    m = cap.size
-    residual = np.empty(m + 1)
-    residual[:m] = cap
-    residual[m] = np.inf
-    n = flow_ptr.size - 1
-    starts = flow_ptr[:-1] - flow_ptr[0]
-    inc_flow = np.repeat(np.arange(n), flow_ptr[1:] - flow_ptr[:-1])
-    rates = np.empty(n)
-    sentinel_blocked = np.zeros(m + 1, dtype=bool)
-    sentinel_blocked[m] = True
-    left = n
-    iterations = 0
-    up = 1.0 + _SHARE_RTOL
-    with np.errstate(divide="ignore", invalid="ignore"):   # links no flow uses: 0 / 0, never read
-        while True:
-            iterations += 1
-            inc_share = (residual / np.bincount(lk, minlength=m + 1))[lk]
-            flow_min = np.minimum.reduceat(inc_share, starts)     # each flow's tightest link
-            # A link is a local bottleneck when its share is the smallest on every flow crossing it; then
-            # all those flows saturate it together at that share (the global minimum always qualifies).
-            blocked = sentinel_blocked.copy()
-            blocked[lk[(flow_min * up)[inc_flow] < inc_share]] = True
-            frozen = ~np.logical_and.reduceat(blocked[lk], starts)   # crosses a local bottleneck
-            # A frozen flow gets its own minimum (<= every share on its path), so no link overflows even
-            # when several near-equal bottlenecks freeze in the same pass.
-            given = flow_min[frozen]
-            rates[frozen] = given
-            left -= given.size
-            if not left:
-                break
-            residual -= np.bincount(lk, weights=np.where(frozen, flow_min, 0.0)[inc_flow], minlength=m + 1)
-            np.maximum(residual, 0.0, out=residual)
-            lk[frozen[inc_flow]] = m
-    return rates, iterations
-
-
-def _gather_ranges(ptr: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Positions of the CSR entries of rows ``ids`` (in order), and the row pointer of that selection."""
-    begin = ptr[ids]
-    deg = ptr[ids + 1] - begin
-    local_ptr = np.zeros(ids.size + 1, dtype=np.int64)
-    np.cumsum(deg, out=local_ptr[1:])
-    pos = np.arange(local_ptr[-1], dtype=np.int64) + np.repeat(begin - local_ptr[:-1], deg)
-    return pos, local_ptr
-
-
-class _Buffer:
-    """A growing 1-D array (amortised doubling) exposing its filled prefix as ``view``."""
-
-    def __init__(self, dtype):
-        self.data = np.zeros(256, dtype=dtype)
-        self.size = 0
-
-    def extend(self, values: np.ndarray) -> None:
-        end = self.size + len(values)
-        if end > self.data.size:
-            grown = np.zeros(max(end, 2 * self.data.size), dtype=self.data.dtype)
-            grown[: self.size] = self.data[: self.size]
-            self.data = grown
-        self.data[self.size:end] = values
-        self.size = end
-
-    @property
-    def view(self) -> np.ndarray:
-        return self.data[: self.size]
 
 
 #: per-flow float arrays (indexed by flow id), grown together
@@ -236,17 +86,11 @@ class FlowNetwork:
     completion_quantile : float, default 0.0
         0 re-solves at every completion (exact); q in (0, 1) jumps to the q-quantile of predicted finish
         times before re-solving (faster, slightly late finishes; see the module docstring).
-    bin_s : float or None
-        Width of the time bins of :meth:`binned_link_bytes`; None keeps no time series.
-    link_stats : bool
-        Keep the per-link ``peak_utilization`` and ``busy_above_90_s`` (exact time above 90 % load). A
-        caller that keeps its own link statistics (the replay engine) passes False and saves that work in
-        every solve and step; both arrays then stay zero.
 
     Raises
     ------
     SimError
-        For a bad capacity vector, quantile or bin width.
+        For a bad capacity vector or quantile.
 
     Examples
     --------
@@ -260,34 +104,26 @@ class FlowNetwork:
     ([0, 1], [1.0, 2.0])
     """
 
-    def __init__(self, capacity_bytes_per_s: np.ndarray, *, completion_quantile: float = 0.0,
-                 bin_s: float | None = None, link_stats: bool = True):
+    def __init__(self, capacity_bytes_per_s: np.ndarray, *, completion_quantile: float = 0.0):
         capacity = np.array(capacity_bytes_per_s, dtype=np.float64).reshape(-1)
         if capacity.size == 0 or not np.all(np.isfinite(capacity)) or np.any(capacity <= 0):
             raise SimError("capacity_bytes_per_s: every link capacity must be finite and > 0")
         if not 0.0 <= completion_quantile < 1.0:
             raise SimError(f"completion_quantile: {completion_quantile} is not in [0, 1)")
-        if bin_s is not None and not (math.isfinite(bin_s) and bin_s > 0):
-            raise SimError(f"bin_s: {bin_s} is not a positive number of seconds")
         self.capacity = capacity
         self.num_links = capacity.size
         self.completion_quantile = float(completion_quantile)
-        self.bin_s = None if bin_s is None else float(bin_s)
-        self.link_stats = bool(link_stats)
         self.now_s = 0.0
         self.link_bytes = np.zeros(self.num_links)
-        self.peak_utilization = np.zeros(self.num_links)
-        self.busy_above_90_s = np.zeros(self.num_links)
         self.peak_active = 0
         self.stats = {"solves": 0, "flows_solved": 0, "iterations": 0, "steps": 0}
-        self._busy_threshold = _BUSY_FRACTION * capacity
         # per flow id: size, start, finish (NaN in flight), rate (inf: not solved yet), bytes left rem0 at
         # time t0, predicted finish pred at the current rate; links in CSR (_fptr, _flinks)
         self._num_flows = 0
         for name in _FLOW_FIELDS:
             setattr(self, name, np.zeros(0))
         self._fptr = np.zeros(1, dtype=np.int64)
-        self._flinks = _Buffer(np.int64)
+        self._flinks = GrowBuffer(np.int64)
         # flows in flight and per-link state of them
         self._active = _NO_IDS
         # the links of the flows in flight, in the order of _active (CSR without the pointer: a step and
@@ -300,9 +136,6 @@ class FlowNetwork:
         self._dirty = False
         self._next_s = math.inf
         self._pending: list[np.ndarray] = []
-        # time series
-        self._bin_index = _Buffer(np.int64)
-        self._bin_bytes = np.zeros((0, self.num_links))
 
     # ----------------------------------------------------------------- accessors
     @property
@@ -349,25 +182,35 @@ class FlowNetwork:
         self._solve_if_dirty()
         return self._load.copy()
 
-    def binned_link_bytes(self) -> tuple[np.ndarray, np.ndarray]:
-        """Bytes per (time bin, link) for the bins that saw traffic.
+    def remaining_bytes(self, flow_ids: np.ndarray) -> np.ndarray:
+        """Bytes the flows ``flow_ids`` (in flight) have left to send at ``now_s``."""
+        self._solve_if_dirty()
+        ids = np.asarray(flow_ids, dtype=np.int64)
+        rate = self._rate[ids]
+        return self._rem0[ids] - np.where(rate < math.inf, rate, 0.0) * (self.now_s - self._t0[ids])
 
-        Returns
-        -------
-        bin_start_s : ndarray of float64, shape (bins,)
-            Start of each bin, increasing (bins without traffic are absent).
-        bytes : ndarray of float64, shape (bins, links)
-            Bytes each link carried within each bin.
+    def set_capacity(self, link_ids: np.ndarray, capacity_bytes_per_s: np.ndarray | float) -> None:
+        """Change the capacity of links at ``now_s`` (advance first); every flow in flight is re-solved.
+
+        A capacity of 0 takes a link down: the flows crossing it get rate 0 (they stall, keeping their
+        bytes) until its capacity comes back; their ``finish_s`` stays NaN meanwhile.
 
         Raises
         ------
         SimError
-            When the network was built without ``bin_s``.
+            For an unknown link or a capacity that is negative or not finite.
         """
-        if self.bin_s is None:
-            raise SimError("binned_link_bytes: the FlowNetwork was built without bin_s")
-        rows = self._bin_index.size
-        return self._bin_index.view * self.bin_s, self._bin_bytes[:rows].copy()
+        ids = np.asarray(link_ids, dtype=np.int64).reshape(-1)
+        cap = np.broadcast_to(np.asarray(capacity_bytes_per_s, dtype=np.float64), ids.shape)
+        if ids.size and (ids.min() < 0 or ids.max() >= self.num_links):
+            raise SimError(f"set_capacity: a link id is not in 0..{self.num_links - 1}")
+        if not (np.isfinite(cap).all() and (cap >= 0).all()):
+            raise SimError("set_capacity: capacities must be finite and >= 0")
+        self._solve_if_dirty()   # the old rates hold up to now: fix every flow's bytes left at now
+        self.capacity = self.capacity.copy()
+        self.capacity[ids] = cap
+        self._theta = 0.0        # no rate survives: a full re-solve
+        self._dirty = True
 
     # ----------------------------------------------------------------- events
     def add_flows(self, now_s: float, link_ptr: np.ndarray, link_idx: np.ndarray,
@@ -399,7 +242,7 @@ class FlowNetwork:
         size = np.asarray(size_bytes, dtype=np.float64).reshape(-1)
         ptr = np.asarray(link_ptr, dtype=np.int64).reshape(-1)
         links = np.asarray(link_idx, dtype=np.int64).reshape(-1)
-        deg = self._check_flows(now_s, ptr, links, size)
+        deg = check_flows(self.num_links, self.now_s, now_s, ptr, links, size)
         if now_s > self.now_s:
             on_the_way = self.advance(now_s)   # (advance replaces self._pending: call it first)
             if on_the_way.size:
@@ -427,7 +270,7 @@ class FlowNetwork:
             new = ids[~instant]
             if not new.size:
                 return ids
-            pos, lptr = _gather_ranges(self._fptr, new)
+            pos, lptr = gather_ranges(self._fptr, new)
             new_links = self._flinks.data[pos]
             deg = deg[~instant]
         else:
@@ -510,24 +353,6 @@ class FlowNetwork:
         fptr[: self._num_flows + 1] = self._fptr[: self._num_flows + 1]
         self._fptr = fptr
 
-    def _check_flows(self, now_s, ptr, links, size) -> np.ndarray:
-        """Validate one ``add_flows`` call; return the number of links of each flow."""
-        if not (math.isfinite(now_s) and now_s >= self.now_s):
-            raise SimError(f"add_flows: start time {now_s} is before the network's clock {self.now_s}")
-        if ptr.size != size.size + 1:
-            raise SimError(f"add_flows: link_ptr has {ptr.size} entries for {size.size} flows (want n + 1)")
-        deg = ptr[1:] - ptr[:-1]
-        if size.size and ((deg < 0).any() or ptr[0] < 0 or ptr[-1] > links.size):
-            raise SimError("add_flows: link_ptr is not a non-decreasing index into link_idx")
-        used = links[ptr[0]:ptr[-1]]
-        if used.size and (used.min() < 0 or used.max() >= self.num_links):
-            bad = int(used[(used < 0) | (used >= self.num_links)][0])
-            raise SimError(f"add_flows: link id {bad} is not in 0..{self.num_links - 1}")
-        if not (size >= 0).all() or not np.isfinite(size).all():   # NaN fails the first test
-            row = int(np.flatnonzero(~np.isfinite(size) | (size < 0))[0])
-            raise SimError(f"add_flows: size_bytes[{row}] = {size[row]} is not a finite size >= 0")
-        return deg
-
     def _solve_if_dirty(self) -> None:
         if self._dirty:
             self._solve()
@@ -549,8 +374,6 @@ class FlowNetwork:
                 self._resolve(cand)
         else:
             self._resolve(None)
-        if self.link_stats:
-            np.maximum(self.peak_utilization, self._load / self.capacity, out=self.peak_utilization)
         pred = self._pred[act]
         k = int(self.completion_quantile * pred.size)
         self._next_s = float(np.partition(pred, k)[k]) if k else float(pred.min())
@@ -591,7 +414,8 @@ class FlowNetwork:
         self._rem0[cand] = rem
         self._t0[cand] = now
         rate[cand] = new
-        self._pred[cand] = now + rem / new
+        with np.errstate(divide="ignore"):   # a flow over a link that is down: rate 0, never finishes
+            self._pred[cand] = now + rem / new
         stats = self.stats
         stats["solves"] += 1
         stats["flows_solved"] += cand.size
@@ -604,17 +428,13 @@ class FlowNetwork:
         self.stats["steps"] += 1
         act = self._active
         pred = self._pred[act]
-        slack = max(_TIME_RTOL * dt, 4.0 * math.ulp(target_s))
+        slack = max(TIME_RTOL * dt, 4.0 * math.ulp(target_s))
         fin_mask = pred <= target_s + slack
         load = self._load
         if dt > 0:
             self.link_bytes += load * dt
-            if self.bin_s is not None:
-                self._bin_constant(now, target_s, load)
         self.now_s = float(target_s)
         if not fin_mask.any():
-            if dt > 0 and self.link_stats:
-                self.busy_above_90_s[load > self._busy_threshold] += dt
             return _NO_IDS
         fin = act[fin_mask]
         fin_pred = pred[fin_mask]
@@ -628,12 +448,6 @@ class FlowNetwork:
         self.link_bytes += np.bincount(links, weights=inc_left, minlength=self.num_links)
         end = np.minimum(fin_pred, target_s)
         inc_rate = fin_rate.repeat(deg)
-        if self.bin_s is not None or (dt > 0 and self.link_stats):
-            inc_end = end.repeat(deg)
-            if self.bin_s is not None:
-                self._bin_amounts(target_s, links, inc_end, inc_left)
-            if dt > 0 and self.link_stats:
-                self._busy(now, target_s, links, inc_end, inc_rate, slack)
         self._finish[fin] = end
         count = self._count
         count -= np.bincount(links, minlength=self.num_links)
@@ -648,74 +462,3 @@ class FlowNetwork:
         if fin.size > 1:
             fin = fin[np.argsort(end, kind="stable")]
         return fin
-
-    def _busy(self, t0: float, t1: float, links, end_s, rate, slack: float) -> None:
-        """Add the time each link stayed above 90 % within [t0, t1]; loads drop at ``end_s`` by ``rate``
-        (drops within ``slack`` of t1 are completions at t1)."""
-        threshold = self._busy_threshold
-        hot = self._load > threshold
-        sel = hot[links] & (end_s < t1 - slack)
-        if not sel.any():
-            self.busy_above_90_s[hot] += t1 - t0
-            return
-        until = np.full(self.num_links, t1)
-        lk, te, dr = links[sel], end_s[sel], rate[sel]
-        order = np.lexsort((te, lk))
-        lk, te, dr = lk[order], te[order], dr[order]
-        # per link (a run of lk), the load after each drop, and the first time it is at or below 90 %
-        starts = np.flatnonzero(np.r_[True, lk[1:] != lk[:-1]])
-        csum = np.cumsum(dr)
-        before = np.repeat(csum[starts] - dr[starts], np.diff(np.r_[starts, lk.size]))
-        below = self._load[lk] - (csum - before) <= threshold[lk]
-        until[lk[starts]] = np.minimum.reduceat(np.where(below, te, t1), starts)
-        self.busy_above_90_s[hot] += until[hot] - t0
-
-    def _bin_rows(self, k0: int, k1: int) -> int:
-        """Row of bin ``k0`` in the time series, creating rows for bins k0..k1 (time only moves forward)."""
-        index = self._bin_index
-        last = int(index.data[index.size - 1]) if index.size else -1
-        first_new = max(k0, last + 1)
-        if k1 >= first_new:
-            need = index.size + (k1 - first_new + 1)
-            if need > self._bin_bytes.shape[0]:
-                grown = np.zeros((max(need, 2 * self._bin_bytes.shape[0], 16), self.num_links))
-                grown[: index.size] = self._bin_bytes[: index.size]
-                self._bin_bytes = grown
-            index.extend(np.arange(first_new, k1 + 1, dtype=np.int64))
-        return index.size - 1 - (k1 - k0)
-
-    def _bin_span(self, t0: float, t1: float) -> tuple[int, int]:
-        k0 = int(math.floor(t0 / self.bin_s))
-        k1 = max(k0, int(math.ceil(t1 / self.bin_s)) - 1)
-        return k0, k1
-
-    def _bin_constant(self, t0: float, t1: float, load: np.ndarray) -> None:
-        k0, k1 = self._bin_span(t0, t1)
-        row = self._bin_rows(k0, k1)
-        if k0 == k1:   # the common case: the step lies inside one bin
-            self._bin_bytes[row] += (t1 - t0) * load
-            return
-        edges = np.clip(np.arange(k0, k1 + 2) * self.bin_s, t0, t1)
-        overlap = np.diff(edges)
-        self._bin_bytes[row:row + overlap.size] += overlap[:, None] * load[None, :]
-
-    def _bin_amounts(self, t1: float, links, start_s, amount) -> None:
-        """Spread ``amount`` bytes per incidence uniformly over [start_s, t1] (at t1 when empty)."""
-        k0, k1 = self._bin_span(float(start_s.min()), t1)
-        row = self._bin_rows(k0, k1)
-        if k0 == k1:
-            self._bin_bytes[row] += np.bincount(links, weights=amount, minlength=self.num_links)
-            return
-        width = t1 - start_s
-        point = width <= 0.0
-        if point.any():
-            self._bin_bytes[row + (k1 - k0)] += np.bincount(links[point], weights=amount[point],
-                                                            minlength=self.num_links)
-        links, start_s, amount, width = links[~point], start_s[~point], amount[~point], width[~point]
-        for k in range(k0, k1 + 1):
-            lo = np.maximum(start_s, k * self.bin_s)
-            hi = min(t1, (k + 1) * self.bin_s)
-            share = np.clip(hi - lo, 0.0, None) / width
-            if share.any():
-                self._bin_bytes[row + (k - k0)] += np.bincount(links, weights=amount * share,
-                                                               minlength=self.num_links)

@@ -1,4 +1,4 @@
-"""Compiled (numba) max-min fair rates: :func:`sim.network.flow_network.max_min_rates` as one loop nest.
+"""Compiled (numba) max-min fair rates: :func:`sim.network.maxmin.max_min_rates` as one loop nest.
 
 The numpy version spends most of a solve in call overhead and in temporaries the size of the incidence
 list. This kernel runs the same passes with the same float operations in the same order (per-link sums
@@ -11,15 +11,16 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-#: Relative tolerance when comparing fair shares (the numpy version's ``_SHARE_RTOL``).
-SHARE_RTOL = 1e-12
+from sim.network.constants import SHARE_RTOL
+
+__all__ = ["max_min_kernel"]
 
 
 @njit(cache=True, nogil=True)
 def max_min_kernel(flow_ptr, link_idx, capacity):
     """Max-min fair rates (progressive filling, local bottlenecks frozen per pass) and the pass count.
 
-    Same parameters and results as :func:`sim.network.flow_network.max_min_rates`.
+    Same parameters and results as :func:`sim.network.maxmin.max_min_rates`.
     """
     n = len(flow_ptr) - 1
     base = flow_ptr[0]

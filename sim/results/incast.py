@@ -17,7 +17,7 @@ import networkx as nx
 import numpy as np
 import pandas as pd
 
-from sim.engine.core import csr_take
+from sim.engine.csr import csr_take
 
 INCAST_COLUMNS = ("port", "t_start_s", "t_end_s", "fanin", "demand_gbps", "capacity_gbps", "est_buffer_bytes")
 _SWITCH_KINDS = frozenset({"leaf", "spine", "core", "rail", "crossbar"})
@@ -33,7 +33,7 @@ def incast_events(log, links: pd.DataFrame, graph: nx.Graph) -> pd.DataFrame:
 
     Parameters
     ----------
-    log : sim.engine.core.EngineLog
+    log : sim.engine.engine.EngineLog
         Flow log (``flow_path``, ``flow_start_s``, ``flow_sent_s``) and the path table.
     links : pandas.DataFrame
         The router's link table (``src``, ``dst``, ``kind``, ``capacity_gbps``, ``latency_us``).

@@ -1,10 +1,12 @@
-"""The result of a replay (SPEC §6, §9): a summary dict and tables, and ``Result.write(dir)``."""
+"""The result of a replay (SPEC §6, §9): a value (a summary dict and tables) and ``Result.write(dir)``.
+
+It is built by :func:`sim.results.build.build_result`.
+"""
 
 from __future__ import annotations
 
 import json
 import math
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -13,7 +15,9 @@ import networkx as nx
 import numpy as np
 import pandas as pd
 
-from sim.engine.core import EngineLog
+from sim.engine.engine import EngineLog
+
+__all__ = ["Result"]
 
 
 @dataclass
@@ -29,7 +33,7 @@ class Result:
     collectives, links, link_timeseries, incast : pandas.DataFrame
         The tables of ``collectives.parquet``, ``links.parquet``, ``link_timeseries.parquet`` and
         ``incast.parquet``.
-    log : sim.engine.core.EngineLog
+    log : sim.engine.engine.EngineLog
         The raw replay log (flows, paths), used for ``timeline.json``.
     link_names : pandas.DataFrame
         The router's link table (``src``, ``dst``, ``kind``, ``capacity_gbps``, ``latency_us``).
@@ -43,34 +47,6 @@ class Result:
     log: EngineLog | None = field(default=None, repr=False)
     link_names: pd.DataFrame | None = field(default=None, repr=False)
     graph: nx.Graph | None = field(default=None, repr=False)
-
-    @classmethod
-    def build(cls, *, ops, log: EngineLog, ideal: EngineLog | None, router, graph: nx.Graph, damage,
-              trace_name: str, world_size: int, timing: str, algo: str, routing: str, seed: int,
-              wall0: float, metrics, completion_quantile: float = 0.0) -> Result:
-        """Assemble the tables and the summary from the engine logs (used by :func:`sim.simulate`)."""
-        from sim.results.incast import incast_events
-
-        coll = metrics.collectives_table(ops, log, ideal)
-        links = metrics.links_table(router.links, log.link_stats, log.makespan_s)
-        series = metrics.link_timeseries(router.links, log.link_stats, log.makespan_s)
-        incast = incast_events(log, router.links, graph)
-        imbalance = metrics.ecmp_imbalance(links, graph)
-        extra = {
-            "timing": timing, "algo": algo, "routing": routing, "seed": int(seed),
-            "completion_quantile": float(completion_quantile),
-            "skipped": dict(ops.skipped),
-            "memo_records": int(log.memo_records), "memo_hits": int(log.memo_hits),
-            "network_events": int(log.network_events),
-            "bin_s": float(log.link_stats.binned(log.makespan_s)[0]),
-            **damage.describe(),
-        }
-        summary = metrics.summary(trace=trace_name, topology=str(graph.graph.get("name", "topology")),
-                                  world_size=world_size, coll=coll, links=links, incast=incast, log=log,
-                                  ideal_log=ideal, imbalance=imbalance, n_flows=len(log.flow_path), extra=extra)
-        summary["sim_wall_s"] = time.perf_counter() - wall0
-        return cls(summary=summary, collectives=coll, links=links, link_timeseries=series, incast=incast,
-                   log=log, link_names=router.links, graph=graph)
 
     def write(self, out_dir: str | Path, plots: bool = True, timeline: bool = True) -> Path:
         """Write the SPEC §6 files (and ``timeline.json``) into ``out_dir``; return the folder.

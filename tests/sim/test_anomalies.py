@@ -90,3 +90,28 @@ def test_straggler_delays_the_collective():
     late = sim.simulate(_trace(16), g, stragglers=["5:100"], ideal=False).collectives
     assert late["start_s"].iloc[0] == pytest.approx(base["start_s"].iloc[0] + 100e-6)
     assert late["duration_s"].iloc[0] == pytest.approx(base["duration_s"].iloc[0])
+
+
+def test_a_malformed_window_is_one_clear_cli_error(tmp_path):
+    import subprocess
+    import sys
+
+    from traces import write_trace
+
+    path = tmp_path / "t.parquet"
+    write_trace(_trace(4), path)
+    out = subprocess.run([sys.executable, "-m", "sim", "--trace", str(path), "--topo", "leaf_spine",
+                          "--fail-links", "1@soon", "--out", str(tmp_path / "o")], capture_output=True, text=True)
+    assert out.returncode == 2
+    assert out.stderr.strip().splitlines()[-1].startswith("simrun: error: --fail-links: window 'soon'")
+    assert "Traceback" not in out.stderr
+
+
+def test_named_and_seeded_windows_pick_cables_and_keep_them_in_the_graph():
+    g = fat_tree(4, num_gpus=16, gpus_per_server=1)
+    out, damage = anomalies.apply(g, fail_links="2@1ms-2ms", seed=3)
+    again = anomalies.apply(g, fail_links="2@1ms-2ms", seed=3)[1]
+    assert out is g and damage.failed == [] and damage.windows == again.windows
+    (w,) = damage.windows
+    assert len(w.cables) == 2 and set(w.cables) <= set(anomalies.switch_links(g))
+    assert (w.factor, w.t1_s, w.t2_s) == (0.0, 1e-3, 2e-3)

@@ -164,3 +164,45 @@ def test_preset_name_sizes_itself_to_the_trace():
     res = sim.simulate(trace(16, [("AllReduce", MIB)], gpn=8), "leaf_spine", ideal=False)
     assert res.summary["world_size"] == 16
     assert res.summary["makespan_s"] > 0
+
+
+def test_a_link_window_and_a_user_process_slow_the_replay_and_switch_memo_off():
+    n = 16
+    graph = fat_tree(4, num_gpus=n, gpus_per_server=1)
+    tr = trace(n, [("AllToAll", 4 * MIB)] * 3)
+    base = sim.simulate(tr, graph, ideal=False)
+    assert base.summary["memo_hits"] > 0
+    # every switch cable at a quarter of its capacity from the start to the middle of the run
+    half = base.summary["makespan_s"] / 2
+    slow = sim.simulate(tr, graph, ideal=False, degrade_links=f"{len(sim.anomalies.switch_links(graph))}:0.25"
+                        f"@0-{half}")
+    assert slow.summary["makespan_s"] > base.summary["makespan_s"] * 1.2
+    assert slow.summary["memo_hits"] == 0 and len(slow.summary["link_windows"]) > 0
+    # the same through a user process: the figures agree
+    seen = []
+
+    def quarter(env, net):
+        ids = np.concatenate([net.cable_links(u, v) for u, v in sim.anomalies.switch_links(graph)])
+        net.scale_links(ids, 0.25)
+        yield env.timeout(half)
+        net.scale_links(ids, 1.0)
+        seen.append(env.now)
+
+    user = sim.simulate(tr, graph, ideal=False, processes=[quarter])
+    assert seen == [pytest.approx(half)]
+    assert user.summary["makespan_s"] == pytest.approx(slow.summary["makespan_s"], rel=1e-12)
+
+
+def test_a_cable_down_for_a_window_stalls_and_recovers():
+    n = 16
+    graph = fat_tree(4, num_gpus=n, gpus_per_server=1)
+    tr = trace(n, [("AllToAll", 4 * MIB)])
+    base = sim.simulate(tr, graph, ideal=False, routing="single")
+    t = base.summary["makespan_s"]
+    cables = sim.anomalies.switch_links(graph)
+    window = ",".join(f"{u}-{v}@{t / 4}-{t / 2}" for u, v in cables)   # a window belongs to its item
+    down = sim.simulate(tr, graph, ideal=False, routing="single", fail_links=window)
+    # every switch cable down for a quarter of the run: the flows crossing them stall that long
+    assert down.summary["makespan_s"] == pytest.approx(t + t / 4, rel=1e-6)
+    with pytest.raises(SimError, match="never ends"):
+        sim.simulate(tr, graph, ideal=False, fail_links=",".join(f"{u}-{v}@{t / 4}" for u, v in cables))

@@ -7,7 +7,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sim.engine.core import Engine, LinkStats, PathTable, PreparedOp, Workload, csr_take, reverse_csr
+from sim.engine.csr import csr_take, reverse_csr
+from sim.engine.engine import Engine
+from sim.engine.paths import path_latency_s
+from sim.engine.prepared import PreparedOp
+from sim.engine.stats import LinkStats
+from sim.engine.workload import Workload
 from sim.errors import SimError
 from sim.network.flow_network import FlowNetwork
 from topologies.builders.fat_tree import fat_tree
@@ -17,24 +22,25 @@ from topologies.routing import Router
 MIB = 1 << 20
 
 
-def _prep(router: Router, paths: PathTable, src, dst, nbytes, delay_s=0.0, dep_ptr=None, dep_idx=None):
+def _prep(router: Router, paths, src, dst, nbytes, delay_s=0.0, dep_ptr=None, dep_idx=None):
+    """A prepared op of single-path transfers (``paths`` is unused: the op carries its own links)."""
     src, dst = np.asarray(src, np.int64), np.asarray(dst, np.int64)
     n = len(src)
     dep_ptr = np.zeros(n + 1, np.int64) if dep_ptr is None else np.asarray(dep_ptr, np.int64)
     dep_idx = np.zeros(0, np.int64) if dep_idx is None else np.asarray(dep_idx, np.int64)
     routes = router.route(src, dst, np.zeros(n, np.int64))
-    ids, lat = paths.add(routes.link_ptr, routes.link_idx)
+    lat = path_latency_s(routes.link_ptr, routes.link_idx, router.links["latency_us"].to_numpy())
     rp, ri = reverse_csr(dep_ptr, dep_idx, n)
     return PreparedOp("direct", "Simple", np.broadcast_to(np.asarray(delay_s, float), (n,)).copy(),
                       np.diff(dep_ptr), rp, ri, np.arange(n + 1), np.broadcast_to(np.asarray(nbytes, float), (n,)).copy(),
-                      ids, lat, np.arange(n), src, dst)
+                      lat, np.arange(n), src, dst, np.asarray(routes.link_ptr, np.int64),
+                      np.asarray(routes.link_idx, np.int64))
 
 
 def _setup(graph):
     router = Router(graph, "ecmp", seed=0)
-    paths = PathTable(router.links["capacity_gbps"].to_numpy(), router.links["latency_us"].to_numpy())
     cap = router.links["capacity_gbps"].to_numpy() * 1e9 / 8
-    return router, paths, cap
+    return router, None, cap
 
 
 def _workload(programs: list[list[list[int]]], n_ops: int, keys=None, t_start=None, gap=None, delay=None):
@@ -49,9 +55,8 @@ def _workload(programs: list[list[list[int]]], n_ops: int, keys=None, t_start=No
                     np.zeros(n_steps) if gap is None else np.asarray(gap, float))
 
 
-def _run(w, preps, paths, cap, **kw):
-    engine = Engine(w, lambda op: preps[op], FlowNetwork(cap), paths, cap, **kw)
-    return engine.run()
+def _run(w, preps, paths, cap, quantile=0.0, **kw):
+    return Engine(w, preps, FlowNetwork(cap, completion_quantile=quantile), **kw).run()
 
 
 def test_all_to_all_matches_busiest_link_bound():
@@ -61,7 +66,7 @@ def test_all_to_all_matches_busiest_link_bound():
     m = s != d
     prep = _prep(router, paths, s[m], d[m], MIB)
     log = _run(_workload([[[0]] for _ in range(16)], 1), [prep], paths, cap)
-    load = np.bincount(paths.links, minlength=len(cap)) * MIB
+    load = np.bincount(prep.sub_link_idx, minlength=len(cap)) * MIB
     bound = float((load / cap).max())
     duration = log.op_end_s[0] - log.op_start_s[0]
     assert bound <= duration <= bound * 1.02

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from sim.engine.stats import LinkStats
 from sim.errors import SimError
 from sim.network.flow_network import FlowNetwork, max_min_rates
 
@@ -72,17 +73,56 @@ def csr(paths: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
     return ptr, idx
 
 
-def run(paths, sizes, starts, capacity, *, q=0.0, bin_s=None, checks=None, advance_first=True) -> FlowNetwork:
+class Metered:
+    """A FlowNetwork and the LinkStats its driver keeps (the statistics' one owner), read as one object."""
+
+    def __init__(self, net: FlowNetwork, stats: LinkStats) -> None:
+        self.net, self.link_stats = net, stats
+
+    def __getattr__(self, name):
+        return getattr(self.net, name)
+
+    @property
+    def peak_utilization(self) -> np.ndarray:
+        return self.link_stats.peak_rate / self.net.capacity
+
+    @property
+    def busy_above_90_s(self) -> np.ndarray:
+        return self.link_stats.busy90_s
+
+    def binned_link_bytes(self) -> tuple[np.ndarray, np.ndarray]:
+        """The bins that saw traffic: their starts and bytes."""
+        width, bins = self.link_stats.binned(float(np.nanmax(self.net.finish_s)) if self.net.num_flows else 0.0)
+        used = np.flatnonzero(bins.any(axis=1))
+        return used * width, bins[used]
+
+
+def run(paths, sizes, starts, capacity, *, q=0.0, bin_s=None, checks=None, advance_first=True) -> Metered:
     """Drive a FlowNetwork through the flows (grouped by start time), calling ``checks(net)`` at events.
 
     ``advance_first=False`` adds flows without advancing to their start first (the network does it).
+    Link statistics are kept by a :class:`LinkStats` from each stretch between events.
     """
-    net = FlowNetwork(np.asarray(capacity, dtype=float), completion_quantile=q, bin_s=bin_s)
+    net = FlowNetwork(np.asarray(capacity, dtype=float), completion_quantile=q)
+    stats = LinkStats(net.capacity, bin_s)
+    last = {"t": 0.0, "bytes": net.link_bytes.copy()}
+
+    def account(t):
+        row = stats.dense_row(last["t"], t)
+        if row is not None:
+            np.subtract(net.link_bytes, last["bytes"], out=row)
+        last["t"], last["bytes"] = t, net.link_bytes.copy()
+
     starts = np.asarray(starts, dtype=float)
     returned = []
     for s in np.unique(starts):
         if advance_first:
+            while (net.num_active or net.has_completions) and net.next_completion_s() <= s:
+                t = net.next_completion_s()
+                returned += net.advance(t).tolist()
+                account(t)
             returned += net.advance(s).tolist()
+            account(s)
         sel = np.flatnonzero(starts == s)
         ptr, idx = csr([paths[i] for i in sel])
         ids = net.add_flows(s, ptr, idx, np.asarray(sizes, dtype=float)[sel])
@@ -92,13 +132,14 @@ def run(paths, sizes, starts, capacity, *, q=0.0, bin_s=None, checks=None, advan
     while net.num_active or net.has_completions:
         t = net.next_completion_s()
         done = net.advance(t)
+        account(t)
         assert np.all(net.finish_s[done] <= t)          # reported no earlier than the last byte
         returned += done.tolist()
         if checks:
             checks(net)
     returned += net.advance(math.inf).tolist()
     assert sorted(returned) == list(range(len(starts)))   # every flow reported exactly once
-    return net
+    return Metered(net, stats)
 
 
 def leaf_spine_all_to_all(hosts: int, per_leaf: int, spines: int, seed: int):
@@ -341,15 +382,16 @@ def test_batched_completions_hold_rates_until_the_batch_end():
     # ten flows of 1..10 B on one 1 B/s link, q = 0.5: the first jump goes to the 6th predicted finish (60 s)
     # at 0.1 B/s each, flows 1-5 ending inside it; then 4 flows at 0.25 B/s jump to the 3rd finish (72 s);
     # the last byte of flow 10 then goes alone at 1 B/s. Load is above 90 % only before the first early
-    # finish of each jump: 10 + 4 + 1 s.
+    # finish of each jump. The statistics see each jump as one stretch at its mean rate: [0, 60) moves 45 B
+    # (0.75 B/s), [60, 72) 9 B (0.75 B/s), [72, 73) 1 B: above 90 % for the last second only.
     sizes = np.arange(1.0, 11.0)
     net = run([[0]] * 10, sizes, np.zeros(10), [1.0], q=0.5, bin_s=5.0)
     np.testing.assert_allclose(net.finish_s, [10, 20, 30, 40, 50, 60, 64, 68, 72, 73], rtol=1e-12)
-    assert net.busy_above_90_s[0] == pytest.approx(15.0, rel=1e-12)
+    assert net.busy_above_90_s[0] == pytest.approx(1.0, rel=1e-12)
     assert net.link_bytes[0] == pytest.approx(55.0, rel=1e-12)
     starts, per_bin = net.binned_link_bytes()
-    np.testing.assert_allclose(per_bin[:2, 0], [5.0, 5.0], rtol=1e-12)       # load 1.0 during [0, 10)
-    np.testing.assert_allclose(per_bin[2:4, 0], [4.5, 4.5], rtol=1e-12)     # 0.9 during [10, 20)
+    np.testing.assert_allclose(per_bin[:12, 0], 3.75, rtol=1e-12)          # 0.75 B/s over [0, 60)
+    np.testing.assert_allclose(per_bin[:, 0].sum(), 55.0, rtol=1e-12)
     exact = run([[0]] * 10, sizes, np.zeros(10), [1.0])
     assert np.nanmax(exact.finish_s) == pytest.approx(55.0) and exact.busy_above_90_s[0] == pytest.approx(55.0)
 
@@ -362,8 +404,7 @@ def test_bad_capacity_is_rejected(capacity):
 
 
 @pytest.mark.parametrize(("kwargs", "field"), [({"completion_quantile": 1.0}, "completion_quantile"),
-                                               ({"completion_quantile": -0.1}, "completion_quantile"),
-                                               ({"bin_s": 0.0}, "bin_s")])
+                                               ({"completion_quantile": -0.1}, "completion_quantile")])
 def test_bad_settings_are_rejected(kwargs, field):
     with pytest.raises(SimError, match=field):
         FlowNetwork(np.ones(2), **kwargs)
@@ -382,17 +423,20 @@ def test_bad_flows_are_rejected():
         net.add_flows(0.5, np.array([0, 1]), np.array([0]), np.array([1.0]))
     with pytest.raises(SimError, match="before"):
         net.advance(0.5)
-    with pytest.raises(SimError, match="bin_s"):
-        net.binned_link_bytes()
 
 
-def test_link_stats_off_changes_nothing_else():
-    caps = np.array([100.0, 50.0])
-    ptr, idx, size = np.array([0, 2, 3]), np.array([0, 1, 0]), np.array([80.0, 40.0])
-    on, off = FlowNetwork(caps), FlowNetwork(caps, link_stats=False)
-    for net in (on, off):
-        net.add_flows(0.0, ptr, idx, size)
-        net.advance(10.0)
-    np.testing.assert_array_equal(on.finish_s, off.finish_s)
-    np.testing.assert_array_equal(on.link_bytes, off.link_bytes)
-    assert on.busy_above_90_s.max() > 0 and not off.busy_above_90_s.any()
+def test_a_link_down_stalls_its_flows_and_they_resume_with_their_bytes():
+    # 100 B over a 10 B/s link; down from 2 s to 5 s: 20 B sent, 80 B left, done at 5 + 8 s
+    net = FlowNetwork(np.array([10.0, 10.0]))
+    net.add_flows(0.0, np.array([0, 1, 2]), np.array([0, 1]), np.array([100.0, 30.0]))
+    net.advance(2.0)
+    net.set_capacity([0], 0.0)
+    assert net.remaining_bytes(np.array([0])).tolist() == pytest.approx([80.0])
+    assert net.next_completion_s() == pytest.approx(3.0)     # the other flow is not held up
+    net.advance(5.0)
+    assert math.isnan(net.finish_s[0]) and net.remaining_bytes(np.array([0]))[0] == pytest.approx(80.0)
+    net.set_capacity([0], 10.0)
+    net.advance(math.inf)
+    assert net.finish_s.tolist() == pytest.approx([13.0, 3.0], rel=1e-12)
+    with pytest.raises(SimError, match="set_capacity"):
+        net.set_capacity([0], -1.0)

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sim.network import flow_network as network
+from sim.network import maxmin as network
 
 pytest.importorskip("numba")
 from sim.network.maxmin_numba import max_min_kernel  # noqa: E402 - needs numba

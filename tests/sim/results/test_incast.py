@@ -7,7 +7,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from sim.engine.core import EngineLog, LinkStats, PathTable
+from sim.engine.engine import EngineLog
+from sim.engine.paths import PathTable
+from sim.engine.stats import LinkStats
 from sim.results.incast import incast_events
 
 

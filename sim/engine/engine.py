@@ -1,0 +1,362 @@
+"""The event core of the replay: rank programs, collective synchronisation, memoised isolated ops.
+
+:class:`Engine` takes a :class:`sim.engine.workload.Workload` (rank programs over op instances), one
+:class:`sim.engine.prepared.PreparedOp` per op (its transfers and routes, planned outside) and a fresh
+:class:`sim.network.flow_network.FlowNetwork`, and returns an :class:`EngineLog`. Time is a
+:class:`sim.engine.clock.Clock` (a simpy environment): each rank program is a process, the network is a
+process (:mod:`sim.engine.netproc`), anomalies and user processes are processes that change link
+capacities; the transfers of running ops are :mod:`sim.engine.transfers`.
+
+Semantics
+---------
+* Each program (one per rank) is a sequence of *steps*; a step is one op, or the ops of one rank with the
+  same ``group`` id (issued in one ``ncclGroupStart/End``; they progress together). A rank issues step
+  ``j + 1`` once step ``j`` is done on that rank (one stream per rank), so ops on one communicator run in
+  order; ops of different communicators overlap across ranks and inside a group.
+* Issue times (:meth:`Engine._issue_time`): ``timing="asap"``: as soon as the previous step is done.
+  ``timing="trace"``: ``max(t_start_j, done_{j-1} + gap_j)``, where ``gap_j`` is the recorded compute gap
+  (``t_start_j`` minus the recorded end of step ``j - 1``; 0 when durations are unknown). A straggler's
+  program then sleeps its delay (slow compute) before it issues the step.
+* An op instance starts when all its member steps have been issued; its transfers then run as
+  :mod:`sim.engine.transfers` says; the op ends when its last transfer is done.
+
+Exact memoisation of isolated ops
+---------------------------------
+See :mod:`sim.engine.memo`. A recorded op is replayed from its record when it starts with its footprint
+free: it ends at its start plus the recorded duration, its flows enter the log, its link statistics are
+added when it ends. If another op starts on its footprint before then, the replay is *materialised* at
+that moment (:mod:`sim.engine.materialise`): the op alone up to now is what its explicit run would have
+been, so it is re-simulated alone from its start to now and continues explicitly from that state. The
+figures are therefore those of an explicit run, to float rounding (with ``completion_quantile > 0`` the
+network's batching, which looks at every flow in flight, is the one coupling a record does not reproduce).
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from sim.engine.clock import EVENT, START, Clock
+from sim.engine.flowlog import FlowLog
+from sim.engine.materialise import materialise
+from sim.engine.memo import InFlight, Record, Recording, footprints_overlap
+from sim.engine.netproc import NetworkProcess
+from sim.engine.paths import PathTable
+from sim.engine.prepared import PreparedOp
+from sim.engine.stats import LinkStats
+from sim.engine.transfers import OpRunner
+from sim.engine.workload import Workload
+from sim.errors import SimError
+
+__all__ = ["Engine", "EngineLog"]
+
+
+@dataclass
+class EngineLog:
+    """What one replay produced: per-op times, the flow log and the per-link statistics."""
+
+    op_start_s: np.ndarray
+    op_end_s: np.ndarray
+    op_algo: list[str]
+    op_flows: np.ndarray
+    flow_op: np.ndarray
+    flow_path: np.ndarray
+    flow_bytes: np.ndarray
+    flow_start_s: np.ndarray
+    flow_sent_s: np.ndarray
+    flow_end_s: np.ndarray
+    paths: PathTable
+    link_stats: LinkStats
+    makespan_s: float
+    memo_hits: int = 0
+    memo_records: int = 0
+    network_events: int = 0
+    memo_materialised: int = 0
+
+
+def _op_label(op: int) -> str:
+    return f"op {op}"
+
+
+class Engine:
+    """Replay a :class:`Workload` over a network; see the module docstring for the semantics.
+
+    Parameters
+    ----------
+    workload : Workload
+    ops : sequence of PreparedOp
+        One per op instance (ops with equal keys may share one object).
+    network : FlowNetwork
+        A fresh network; its capacities are the links' nominal ones.
+    timing : {"trace", "asap"}
+    bin_s : float, optional
+        Fixed width of the utilisation time bins; adaptive (~128-256 bins over the run) when omitted.
+    memoize : bool
+        Replay isolated ops from records (exact; see the module docstring).
+    memo : dict, optional
+        Records shared between runs (filled by this run).
+    link_stats : bool
+        Keep per-link statistics (off for the ideal reference, which only needs op times).
+    progress : callable, optional
+        Called with the number of ops finished since the last call.
+    label : callable, optional
+        ``label(op) -> str``, a short name of an op for messages.
+    processes : sequence of callables, optional
+        ``fn(env, net)`` generators started with the run (``net``: the :class:`NetworkProcess`).
+    link_names : sequence of (str, str), optional
+        ``(src, dst)`` per link, for ``net.cable_links``.
+    """
+
+    def __init__(self, workload: Workload, ops: Sequence[PreparedOp], network, *, timing: str = "asap",
+                 bin_s: float | None = None, memoize: bool = True, memo: dict | None = None,
+                 link_stats: bool = True, progress: Callable[[int], None] | None = None,
+                 label: Callable[[int], str] | None = None, processes: Sequence[Callable] = (),
+                 link_names=None) -> None:
+        if timing not in ("trace", "asap"):
+            raise SimError(f"timing {timing!r} is not one of: trace, asap")
+        w = workload
+        self.w = workload
+        self.ops = ops
+        self.timing = timing
+        self.memoize = memoize
+        self.progress = progress
+        self.label = label or _op_label
+        self.processes = list(processes)
+        cap = np.array(network.capacity, dtype=np.float64)
+        self.clock = Clock()
+        self.stats = LinkStats(cap, bin_s)
+        self.keep_stats = link_stats
+        # the engine's own table of the ops' paths (their latencies come with the prepared ops)
+        self.paths = PathTable(cap * 8e-9, np.zeros(len(cap)))
+        self.log = FlowLog()
+        self.netproc = NetworkProcess(self.clock, network, self.stats, link_stats, self._network_done, link_names)
+        self.runner = OpRunner(self.clock, self.netproc, self.paths, self.log, w.n_ops, self._finish)
+        self.completion_quantile = float(getattr(network, "completion_quantile", 0.0))
+        self.op_start = np.full(w.n_ops, np.nan)
+        self.op_end = np.full(w.n_ops, np.nan)
+        self.op_algo = [""] * w.n_ops
+        self.op_wait = np.zeros(w.n_ops, dtype=np.int64)
+        np.add.at(self.op_wait, w.step_op_idx, 1)
+        steps_of = np.repeat(np.arange(w.n_steps, dtype=np.int64), np.diff(w.step_op_ptr))
+        order = np.argsort(w.step_op_idx, kind="stable")
+        self.op_step_idx = steps_of[order]
+        self.op_step_ptr = np.zeros(w.n_ops + 1, dtype=np.int64)
+        np.cumsum(np.bincount(w.step_op_idx, minlength=w.n_ops), out=self.op_step_ptr[1:])
+        self.step_left = np.diff(w.step_op_ptr).astype(np.int64)
+        self.step_prog = np.repeat(np.arange(len(w.prog_ptr) - 1), np.diff(w.prog_ptr))
+        self.gates: dict[int, object] = {}
+        self.just_started: list[int] = []
+        self._batch_at: float | None = None
+        self.memo: dict = {} if memo is None else memo
+        self.inflight: dict[int, InFlight] = {}
+        self.link_users = np.zeros(len(cap), dtype=np.int64)
+        self.link_owner = np.full(len(cap), -1, dtype=np.int64)  # a recording op's links
+        self.recording = 0   # ops in flight whose link bytes are being recorded (link_owner >= 0)
+        if memoize:
+            self.netproc.on_segment = self._record_segment
+            self.runner.on_flows = self._record_flows
+        self.memo_hits = self.memo_records = self.materialised = 0
+        self.ops_done = 0
+        self._all_done = self.clock.event()
+
+    # -- rank programs ------------------------------------------------------------------------------
+    def _issue_time(self, step: int, prev_done: float | None) -> float:
+        """When a rank issues ``step``, given when its previous step was done (None: the first step)."""
+        if self.timing == "trace":
+            t0 = float(self.w.step_t_start_s[step])
+            if prev_done is None:
+                return t0
+            return max(t0, prev_done + float(self.w.step_gap_s[step]))
+        return 0.0 if prev_done is None else prev_done
+
+    def _program(self, prog: int, first: int, end: int):
+        """A rank's program as a process: wait for each step's issue time, (straggle,) issue it."""
+        clock = self.clock
+        delay = float(self.w.prog_delay_s[prog])
+        gate = self.gates[prog] = clock.event()
+        clock.trigger_at(gate, self._issue_time(first, None))
+        for step in range(first, end):
+            yield gate   # triggered at the issue time by the end of the previous step (_finish)
+            if delay > 0:   # a straggler: slow compute before every step it issues
+                yield clock.at(clock.now + delay)
+            gate = self.gates[prog] = clock.event()
+            self._issue(step, clock.now)
+
+    def _issue(self, step: int, t: float) -> None:
+        w = self.w
+        for op in w.step_op_idx[w.step_op_ptr[step]: w.step_op_ptr[step + 1]].tolist():
+            self.op_wait[op] -= 1
+            if self.op_wait[op] == 0:
+                self.op_start[op] = t
+                self.just_started.append(op)
+                if self._batch_at != t:
+                    self._batch_at = t
+                    self.clock.call_at(t, START, self._start_batch)
+
+    def _finish(self, op: int) -> None:
+        t = float(self.clock.now)
+        self.op_end[op] = t
+        self.runner.runs.pop(op, None)
+        self.ops_done += 1
+        if self.progress is not None:
+            self.progress(1)
+        fl = self.inflight.pop(op, None)
+        if fl is not None:
+            self.link_users[fl.footprint] -= 1
+            if fl.rec is not None:
+                self.recording -= 1
+                self.link_owner[fl.footprint] = -1
+                if fl.rec.alive:
+                    self._store(op, fl.rec, t)
+        for step in self.op_step_idx[self.op_step_ptr[op]: self.op_step_ptr[op + 1]].tolist():
+            self.step_left[step] -= 1
+            if self.step_left[step] == 0:
+                prog = self.step_prog[step]
+                nxt = step + 1
+                if nxt < self.w.prog_ptr[prog + 1]:
+                    self.clock.trigger_at(self.gates[prog], self._issue_time(nxt, t))
+        if self.ops_done == self.w.n_ops:
+            self._all_done.succeed()
+
+    def _network_done(self, done: np.ndarray, sent: np.ndarray, t: float) -> None:
+        self.runner.network_done(done, sent, t)
+
+    # -- starting ops, memoisation ----------------------------------------------------------------------
+    def _start_batch(self) -> None:
+        """Start the ops whose members have all issued them: replay isolated ones from records."""
+        t = float(self.clock.now)
+        self._batch_at = None
+        started, self.just_started = self.just_started, []
+        preps = [self.ops[op] for op in started]
+        fps = [p.links_footprint() for p in preps]
+        batch = np.bincount(np.concatenate(fps), minlength=len(self.link_users)) if len(fps) > 1 else None
+        for op, prep, fp in zip(started, preps, fps, strict=True):
+            self.op_algo[op] = prep.algo
+            busy = bool(self.link_users[fp].any())
+            if busy:  # other ops in flight on this footprint: they are no longer alone
+                for other, fl in list(self.inflight.items()):
+                    if footprints_overlap(fl.footprint, fp):
+                        if fl.virtual:
+                            self._materialise(other, fl, t)
+                        if fl.rec is not None:
+                            fl.rec.alive = False
+            alone = not busy and (batch is None or not (batch[fp] > 1).any())
+            key = self.w.op_key[op]
+            memo_ok = self.memoize and key is not None and alone
+            if memo_ok and key in self.memo:
+                self._replay(op, key, fp, t)
+                continue
+            rec = Recording(t) if memo_ok else None
+            self.inflight[op] = InFlight(fp, False, rec)
+            self.link_users[fp] += 1
+            if rec is not None:
+                self.recording += 1
+                self.link_owner[fp] = op
+            self.runner.launch(op, prep, t)
+
+    def _materialise(self, op: int, fl: InFlight, t: float) -> None:
+        materialise(self, op, fl, t)
+        self.materialised += 1
+
+    def _replay(self, op: int, key, fp: np.ndarray, t: float) -> None:
+        rec: Record = self.memo[key]
+        self.memo_hits += 1
+        f_sub, f_bytes, f_start, f_sent, f_end = rec.flows
+        f_path = self.runner.sub_path(self.ops[op])[f_sub]
+        n0 = self.log.n
+        rows = self.log.append(len(f_path))
+        self.inflight[op] = InFlight(fp, True, None, t, key, (n0, self.log.n))
+        self.link_users[fp] += 1
+        if len(f_path):
+            log = self.log
+            log.op.a[rows] = op
+            log.sub.a[rows] = f_sub
+            log.path.a[rows] = f_path
+            log.bytes.a[rows] = f_bytes
+            log.start.a[rows] = t + f_start
+            log.sent.a[rows] = t + f_sent
+            log.end.a[rows] = t + f_end
+            self.runner.op_flows[op] += len(f_path)
+        self.clock.call_at(t + rec.duration_s, EVENT, self._replay_end, op, t)
+
+    def _replay_end(self, op: int, t0: float) -> None:
+        fl = self.inflight.get(op)
+        if fl is None or not fl.virtual or fl.t0 != t0:
+            return   # materialised meanwhile: it ends as an explicit run
+        if self.keep_stats:
+            self.stats.add_record(t0, self.memo[fl.key])
+        self._finish(op)
+
+    def _record_flows(self, op_arr: np.ndarray, rows: np.ndarray) -> None:
+        if not self.recording:
+            return
+        for op in np.unique(op_arr).tolist():
+            fl = self.inflight.get(op)
+            if fl is not None and fl.rec is not None and fl.rec.alive:
+                fl.rec.flow_ids.append(rows[op_arr == op])  # log rows of the recorded op's flows
+
+    def _record_segment(self, a: float, b: float, delta: np.ndarray) -> None:
+        """Per-link bytes of ``[a, b)`` to the recordings of the ops that own those links."""
+        if not self.recording:
+            return
+        owners = self.link_owner
+        idx = np.flatnonzero((delta > 0) & (owners >= 0))
+        if not len(idx):
+            return
+        vals, owners = delta[idx], owners[idx]
+        if (owners == owners[0]).all():
+            rec = self.inflight[int(owners[0])].rec
+            rec.segments.append((a - rec.t0, b - rec.t0, idx, vals))
+            return
+        for op in np.unique(owners).tolist():
+            rec = self.inflight[op].rec
+            m = owners == op
+            rec.segments.append((a - rec.t0, b - rec.t0, idx[m], vals[m]))
+
+    def _store(self, op: int, rec: Recording, t: float) -> None:
+        ids = np.concatenate(rec.flow_ids) if rec.flow_ids else np.zeros(0, dtype=np.int64)
+        t0, log = rec.t0, self.log
+        flows = (log.sub.a[ids], log.bytes.a[ids], log.start.a[ids] - t0, log.sent.a[ids] - t0,
+                 log.end.a[ids] - t0)
+        self.memo[self.w.op_key[op]] = Record.build(t - t0, rec.segments, self.stats.cap, flows)
+        self.memo_records += 1
+
+    # -- main loop ----------------------------------------------------------------------------------
+    def run(self) -> EngineLog:
+        """Run to the end; raises :class:`SimError` when ranks deadlock (an op never gets all members)."""
+        w = self.w
+        for p in range(len(w.prog_ptr) - 1):
+            if w.prog_ptr[p + 1] > w.prog_ptr[p]:
+                self.clock.process(self._program(p, int(w.prog_ptr[p]), int(w.prog_ptr[p + 1])))
+        for fn in self.processes:
+            gen = fn(self.clock, self.netproc)
+            if not inspect.isgenerator(gen):
+                raise SimError(f"processes: {getattr(fn, '__name__', fn)!r} must be a generator function "
+                               "fn(env, net) (it yields simpy events, e.g. env.timeout(dt))")
+            self.clock.process(gen)
+        if w.n_ops:
+            self.clock.run_until(self._all_done)
+        self._check_complete()
+        self.stats.flush()
+        makespan = float(np.nanmax(self.op_end)) if w.n_ops and not np.all(np.isnan(self.op_end)) else 0.0
+        cols = self.log.columns()
+        return EngineLog(
+            op_start_s=self.op_start, op_end_s=self.op_end, op_algo=self.op_algo, op_flows=self.runner.op_flows,
+            flow_op=cols["op"], flow_path=cols["path"], flow_bytes=cols["bytes"], flow_start_s=cols["start"],
+            flow_sent_s=cols["sent"], flow_end_s=cols["end"], paths=self.paths, link_stats=self.stats,
+            makespan_s=makespan, memo_hits=self.memo_hits, memo_records=self.memo_records,
+            network_events=self.netproc.events, memo_materialised=self.materialised)
+
+    def _check_complete(self) -> None:
+        missing = np.flatnonzero(np.isnan(self.op_end))
+        if len(missing) == 0:
+            return
+        waiting = np.flatnonzero(np.isnan(self.op_start))
+        op = int(waiting[0]) if len(waiting) else int(missing[0])
+        why = ("waits for members that never issue it" if len(waiting) else
+               "never ends (its flows stall on a link that stays down?)")
+        raise SimError(f"replay deadlocked: {len(missing)} op(s) never finished; the first {why} "
+                       f"({self.label(op)})")

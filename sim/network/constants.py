@@ -1,0 +1,16 @@
+"""The tolerances of the flow network, shared by the numpy solver, its compiled twin and the stepping.
+
+Examples
+--------
+>>> SHARE_RTOL < TIME_RTOL
+True
+"""
+
+from __future__ import annotations
+
+__all__ = ["SHARE_RTOL", "TIME_RTOL"]
+
+#: relative tolerance when comparing fair shares (ties of float rounding are ties)
+SHARE_RTOL = 1e-12
+#: completions within this fraction of a step (or a few ulps of the clock) are simultaneous
+TIME_RTOL = 1e-9

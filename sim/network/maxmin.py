@@ -1,0 +1,123 @@
+"""Max-min fair rates of flows over links (progressive filling), in numpy, with a compiled twin.
+
+:func:`max_min_rates` runs the compiled kernel of :mod:`sim.network.maxmin_numba` where numba loads
+(``SOLVER``), else :func:`max_min_rates_numpy`; both use :data:`sim.network.constants.SHARE_RTOL` and the
+same float operations in the same order, so the rates are bit-identical (tested).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from sim.network.constants import SHARE_RTOL
+
+__all__ = ["SOLVER", "max_min_rates", "max_min_rates_numpy"]
+
+
+def max_min_rates(flow_ptr: np.ndarray, link_idx: np.ndarray, capacity: np.ndarray) -> tuple[np.ndarray, int]:
+    """Max-min fair rates of flows over links (progressive filling, local bottlenecks frozen per pass).
+
+    Parameters
+    ----------
+    flow_ptr : ndarray of int, shape (n + 1,)
+        CSR pointers: flow ``i`` crosses ``link_idx[flow_ptr[i]:flow_ptr[i + 1]]``; every flow crosses at
+        least one link.
+    link_idx : ndarray of int
+        Link ids, ``0 <= id < len(capacity)``.
+    capacity : ndarray of float64
+        Capacity of each link (bytes/s, or any unit: rates come back in the same unit), ``>= 0``.
+
+    Returns
+    -------
+    rates : ndarray of float64, shape (n,)
+        The max-min fair rate of each flow.
+    iterations : int
+        Water-filling passes (each freezes every link that is a local bottleneck).
+
+    Examples
+    --------
+    >>> rates, _ = max_min_rates(np.array([0, 1, 2, 4]), np.array([0, 1, 0, 1]), np.array([1.0, 2.0]))
+    >>> rates.round(3).tolist()
+    [0.5, 1.5, 0.5]
+    """
+    flow_ptr = np.ascontiguousarray(flow_ptr, dtype=np.int64)
+    link_idx = np.ascontiguousarray(link_idx, dtype=np.int64)
+    kernel = _compiled_kernel()
+    if kernel is not None:
+        rates, iterations = kernel(flow_ptr, link_idx, np.ascontiguousarray(capacity, dtype=np.float64))
+        return rates, int(iterations)
+    return max_min_rates_numpy(flow_ptr, link_idx, capacity)
+
+
+#: Max-min solver: "auto" (the compiled kernel of :mod:`sim.network.maxmin_numba` when numba loads, else numpy),
+#: "jit" or "numpy". Both give bit-identical rates (tested).
+SOLVER = "auto"
+_KERNEL: dict[str, Any] = {}
+
+
+def _compiled_kernel() -> Any:
+    if SOLVER == "numpy":
+        return None
+    if "kernel" not in _KERNEL:
+        try:
+            from sim.network.maxmin_numba import max_min_kernel
+        except Exception:  # noqa: BLE001 - no numba (or it cannot compile here): the numpy solver
+            if SOLVER == "jit":
+                raise
+            max_min_kernel = None
+        _KERNEL["kernel"] = max_min_kernel
+    return _KERNEL["kernel"]
+
+
+def max_min_rates_numpy(flow_ptr: np.ndarray, link_idx: np.ndarray, capacity: np.ndarray
+                        ) -> tuple[np.ndarray, int]:
+    """:func:`max_min_rates` in numpy (the fallback, and the reference the compiled kernel is tested on)."""
+    flow_ptr = np.asarray(flow_ptr, dtype=np.int64)
+    link_idx = np.asarray(link_idx, dtype=np.int64)
+    if capacity.size > 4096 and 4 * link_idx.size < capacity.size:
+        # a big fabric and few links in use: number them 0..m-1 so that per-link arrays stay small (on
+        # small fabrics the sort costs more than it saves)
+        used, lk = np.unique(link_idx, return_inverse=True)
+        cap = np.asarray(capacity, dtype=np.float64)[used]
+    else:
+        lk = link_idx.copy()
+        cap = np.asarray(capacity, dtype=np.float64)
+    # Frozen flows are not compacted away (a handful of flows per solve: the per-call overhead of
+    # rebuilding the CSR outweighs the work it saves); their incidences move to a sentinel link ``m``
+    # of infinite capacity that always counts as blocked, so they never freeze twice.
+    m = cap.size
+    residual = np.empty(m + 1)
+    residual[:m] = cap
+    residual[m] = np.inf
+    n = flow_ptr.size - 1
+    starts = flow_ptr[:-1] - flow_ptr[0]
+    inc_flow = np.repeat(np.arange(n), flow_ptr[1:] - flow_ptr[:-1])
+    rates = np.empty(n)
+    sentinel_blocked = np.zeros(m + 1, dtype=bool)
+    sentinel_blocked[m] = True
+    left = n
+    iterations = 0
+    up = 1.0 + SHARE_RTOL
+    with np.errstate(divide="ignore", invalid="ignore"):   # links no flow uses: 0 / 0, never read
+        while True:
+            iterations += 1
+            inc_share = (residual / np.bincount(lk, minlength=m + 1))[lk]
+            flow_min = np.minimum.reduceat(inc_share, starts)     # each flow's tightest link
+            # A link is a local bottleneck when its share is the smallest on every flow crossing it; then
+            # all those flows saturate it together at that share (the global minimum always qualifies).
+            blocked = sentinel_blocked.copy()
+            blocked[lk[(flow_min * up)[inc_flow] < inc_share]] = True
+            frozen = ~np.logical_and.reduceat(blocked[lk], starts)   # crosses a local bottleneck
+            # A frozen flow gets its own minimum (<= every share on its path), so no link overflows even
+            # when several near-equal bottlenecks freeze in the same pass.
+            given = flow_min[frozen]
+            rates[frozen] = given
+            left -= given.size
+            if not left:
+                break
+            residual -= np.bincount(lk, weights=np.where(frozen, flow_min, 0.0)[inc_flow], minlength=m + 1)
+            np.maximum(residual, 0.0, out=residual)
+            lk[frozen[inc_flow]] = m
+    return rates, iterations

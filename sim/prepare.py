@@ -1,0 +1,196 @@
+"""Preparing ops for the engine: each op instance planned (:mod:`sim.planning`) and routed
+(:class:`topologies.routing.Router`) into a :class:`sim.engine.prepared.PreparedOp`.
+
+This is the replay layer's side of the engine's narrow interface: plans and routes are made here, once
+per op identity (:func:`op_keys`), and handed to :class:`sim.engine.engine.Engine` as values.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Mapping
+from typing import Any
+
+import networkx as nx
+import numpy as np
+
+from sim.engine.csr import reverse_csr
+from sim.engine.memo import Record
+from sim.engine.paths import path_latency_s
+from sim.engine.prepared import PreparedOp
+from sim.engine.workload import OpTable
+
+__all__ = ["Preparer", "nvlink_records", "op_keys", "plan_op", "plan_p2p", "run_engine"]
+
+
+def _flow_key_base(comm: str) -> int:
+    """A stable per-communicator hash: NCCL opens its own connections (source ports) per communicator."""
+    return zlib.crc32(comm.encode()) & 0x3FFFFFFF
+
+
+class Preparer:
+    """``prepare(op_id) -> PreparedOp`` with plans and routes cached per op identity.
+
+    The prepared op carries its paths (links per sub-flow) and their latencies; the engine keeps its own
+    table of them.
+
+    Parameters
+    ----------
+    ops : OpTable
+    router : topologies.routing.Router
+    algo : str
+        ``auto``, ``ring``, ``tree`` or ``direct``.
+    graph : networkx.Graph
+        The topology (for the planner's view of servers and links).
+    meta : dict
+        Trace metadata (rings per communicator, gpus_per_node).
+    plan_options : dict
+        Extra keyword arguments of ``plan_collective`` (e.g. ``channels``).
+    """
+
+    def __init__(self, ops: OpTable, router, algo: str, graph: nx.Graph, meta: Mapping,
+                 plan_options: Mapping[str, Any] | None = None, plans: dict | None = None) -> None:
+        self.ops = ops
+        self.router = router
+        self._latency_us = router.links["latency_us"].to_numpy(np.float64)
+        self.algo = algo
+        self.graph = graph
+        self.meta = meta
+        self.plan_options = dict(plan_options or {})
+        self.cache: dict[Any, PreparedOp] = {}
+        self.keys = op_keys(ops, algo)
+        self._records = ops.frame.to_dict("records")
+        # plans depend on the graph only through servers and per-GPU link rates, which the ideal fabric
+        # keeps: the real and the ideal run share them
+        self.plans: dict = {} if plans is None else plans
+
+    def __call__(self, op: int) -> PreparedOp:
+        key = self.keys[op]
+        hit = self.cache.get(key)
+        if hit is None:
+            hit = self._prepare(op)
+            self.cache[key] = hit
+        return hit
+
+    def _prepare(self, op: int) -> PreparedOp:
+        rec = self._records[op]
+        plan = self.plans.get(self.keys[op])
+        if plan is None:
+            if rec["kind"] == "p2p":
+                plan = plan_p2p(rec, self.algo, self.graph, self.plan_options)
+            else:
+                plan = plan_op(rec, self.ops.splits[op], self.algo, self.graph, self.meta, self.plan_options)
+            self.plans[self.keys[op]] = plan
+        src, dst = np.asarray(plan.src, np.int64), np.asarray(plan.dst, np.int64)
+        nbytes = np.asarray(plan.bytes, np.float64)
+        channel = np.asarray(plan.channel, np.int64)
+        delay = np.asarray(plan.delay_s, np.float64)
+        dep_ptr, dep_idx = np.asarray(plan.dep_ptr, np.int64), np.asarray(plan.dep_idx, np.int64)
+        algo, proto = str(plan.algo), str(plan.proto)
+        n = len(src)
+        rev_ptr, rev_idx = reverse_csr(dep_ptr, dep_idx, n)
+        dep_count = np.diff(dep_ptr).astype(np.int64)
+        flow_key = _flow_key_base(str(rec["comm"])) + channel
+        local = src == dst
+        routes = self.router.route(src[~local], dst[~local], flow_key[~local]) if (~local).any() else None
+        # sub-flows: one per route sub-flow; a local copy (src == dst) is one sub-flow with no links
+        sub_count = np.ones(n, dtype=np.int64)
+        if routes is not None:
+            sub_count[~local] = np.diff(np.asarray(routes.sub_ptr, np.int64))
+        sub_ptr = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(sub_count, out=sub_ptr[1:])
+        n_sub = int(sub_ptr[-1])
+        sub_transfer = np.repeat(np.arange(n, dtype=np.int64), sub_count)
+        sub_bytes = np.zeros(n_sub)
+        sub_lat = np.zeros(n_sub)
+        sub_links = np.zeros(n_sub, dtype=np.int64)
+        remote_sub = ~local[sub_transfer]
+        link_idx = np.zeros(0, np.int64)
+        if routes is not None:
+            frac = np.asarray(routes.fraction, np.float64)
+            link_ptr, link_idx = np.asarray(routes.link_ptr, np.int64), np.asarray(routes.link_idx, np.int64)
+            sub_lat[remote_sub] = path_latency_s(link_ptr, link_idx, self._latency_us)
+            sub_bytes[remote_sub] = nbytes[sub_transfer[remote_sub]] * frac
+            sub_links[remote_sub] = np.diff(link_ptr)
+            link_idx = link_idx[link_ptr[0]:link_ptr[-1]]
+        # a local copy (no links) moves no network bytes: it costs its software delay only
+        sub_link_ptr = np.zeros(n_sub + 1, dtype=np.int64)
+        np.cumsum(sub_links, out=sub_link_ptr[1:])
+        footprint = np.unique(link_idx).astype(np.int64)
+        return PreparedOp(algo=algo, proto=proto, delay_s=delay, dep_count=dep_count, rev_ptr=rev_ptr,
+                          rev_idx=rev_idx, sub_ptr=sub_ptr, sub_bytes=sub_bytes, sub_latency_s=sub_lat,
+                          sub_transfer=sub_transfer, src=src, dst=dst, sub_link_ptr=sub_link_ptr,
+                          sub_link_idx=link_idx, footprint=footprint)
+
+
+def plan_op(rec: Mapping, split: np.ndarray | None, algo: str, graph: nx.Graph, meta: Mapping,
+            options: Mapping[str, Any]):
+    """:func:`sim.planning.collectives.plan_collective` for one collective op instance (ring orders from the
+    trace metadata when it logged them)."""
+    from sim.planning.collectives import plan_collective
+
+    rings = (meta.get("rings") or {}).get(rec["comm"])
+    return plan_collective(rec["op"], int(rec["rank_bytes"]), rec["members"], algo=algo, root=int(rec["root"]),
+                           split_bytes=split, rings=rings, graph=graph, **options)
+
+
+def plan_p2p(rec: Mapping, algo: str, graph: nx.Graph, options: Mapping[str, Any]):
+    """:func:`sim.planning.collectives.plan_collective` for a matched Send/Recv pair."""
+    from sim.planning.collectives import plan_collective
+
+    return plan_collective("Send", int(rec["rank_bytes"]), [int(rec["src"]), int(rec["dst"])], algo=algo,
+                           graph=graph, **options)
+
+
+def op_keys(ops: OpTable, algo: str) -> list:
+    """Identity of each op's traffic: ops with equal keys make the same transfers over the same routes."""
+    f = ops.frame
+    keys = []
+    for i, (kind, comm, op, nb, root, src, dst) in enumerate(zip(
+            f["kind"], f["comm"], f["op"], f["rank_bytes"], f["root"], f["src"], f["dst"], strict=True)):
+        split = ops.splits[i]
+        sk = None if split is None else zlib.crc32(np.ascontiguousarray(split).tobytes()) ^ split.size
+        keys.append((kind, comm, op, int(nb), int(root), int(src), int(dst), sk, algo))
+    return keys
+
+
+def nvlink_records(records: Mapping, preparer: Preparer, router) -> dict:
+    """Records of ops that used NVLink only, for the ideal run (durations only).
+
+    The non-blocking reference keeps every NVLink cable as it is, and plans are shared, so an op that
+    crosses no network link runs the same on both fabrics: its isolated duration carries over exactly.
+    The ideal run keeps no link statistics or flow log, so only the duration is kept.
+    """
+    kinds = router.links["kind"].to_numpy()
+    out = {}
+    none, no_ids = np.zeros(0), np.zeros(0, dtype=np.int64)
+    empty_flows = (no_ids, none, none, none, none)
+    for key, rec in records.items():
+        prep = preparer.cache.get(key)
+        if prep is None or prep.footprint is None or len(prep.footprint) == 0:
+            continue
+        if (kinds[prep.footprint] == "nvlink").all():
+            out[key] = Record(rec.duration_s, none, none, np.zeros(1, dtype=np.int64), no_ids, none, no_ids,
+                              none, none, none, empty_flows)
+    return out
+
+
+def run_engine(workload, preparer: Preparer, router, *, timing: str, completion_quantile: float,
+               bin_s: float | None, memoize: bool, progress=None, label=None, link_stats: bool = True,
+               memo: dict | None = None, processes=()):
+    """One replay of ``workload`` over the routes of ``router``: every op prepared, then the engine run.
+
+    Returns
+    -------
+    sim.engine.engine.EngineLog
+    """
+    from sim.engine.engine import Engine
+    from sim.network.flow_network import FlowNetwork
+
+    cap = router.links["capacity_gbps"].to_numpy(np.float64) * 1e9 / 8
+    prepared = [preparer(op) for op in range(workload.n_ops)]
+    names = list(zip(router.links["src"].astype(str), router.links["dst"].astype(str), strict=True))
+    engine = Engine(workload, prepared, FlowNetwork(cap, completion_quantile=completion_quantile), timing=timing,
+                    bin_s=bin_s, memoize=memoize, memo=memo, link_stats=link_stats, progress=progress,
+                    label=label, processes=processes, link_names=names)
+    return engine.run()

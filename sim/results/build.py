@@ -1,0 +1,60 @@
+"""Building a :class:`sim.results.result.Result` from the engine's logs (the results layer's job)."""
+
+from __future__ import annotations
+
+import time
+
+import networkx as nx
+
+from sim.engine.engine import EngineLog
+from sim.results import metrics
+from sim.results.incast import incast_events
+from sim.results.result import Result
+
+__all__ = ["build_result"]
+
+
+def build_result(*, ops, log: EngineLog, ideal: EngineLog | None, router, graph: nx.Graph, damage,
+                 trace_name: str, world_size: int, timing: str, algo: str, routing: str, seed: int,
+                 wall0: float, completion_quantile: float = 0.0) -> Result:
+    """Assemble the tables and the summary of a replay (used by :func:`sim.simulate`).
+
+    Parameters
+    ----------
+    ops : sim.engine.workload.OpTable
+    log, ideal : EngineLog
+        The replay and its non-blocking reference (None: not run).
+    router : topologies.routing.Router
+        Its link table names the links.
+    graph : networkx.Graph
+        The (damaged) topology.
+    damage : sim.anomalies.Damage
+    trace_name, world_size, timing, algo, routing, seed, completion_quantile
+        Echoed in the summary.
+    wall0 : float
+        ``time.perf_counter()`` at the start of the replay (for ``sim_wall_s``).
+
+    Returns
+    -------
+    Result
+    """
+    coll = metrics.collectives_table(ops, log, ideal)
+    links = metrics.links_table(router.links, log.link_stats, log.makespan_s)
+    series = metrics.link_timeseries(router.links, log.link_stats, log.makespan_s)
+    incast = incast_events(log, router.links, graph)
+    imbalance = metrics.ecmp_imbalance(links, graph)
+    extra = {
+        "timing": timing, "algo": algo, "routing": routing, "seed": int(seed),
+        "completion_quantile": float(completion_quantile),
+        "skipped": dict(ops.skipped),
+        "memo_records": int(log.memo_records), "memo_hits": int(log.memo_hits),
+        "network_events": int(log.network_events),
+        "bin_s": float(log.link_stats.binned(log.makespan_s)[0]),
+        **damage.describe(),
+    }
+    summary = metrics.summary(trace=trace_name, topology=str(graph.graph.get("name", "topology")),
+                              world_size=world_size, coll=coll, links=links, incast=incast, log=log,
+                              ideal_log=ideal, imbalance=imbalance, n_flows=len(log.flow_path), extra=extra)
+    summary["sim_wall_s"] = time.perf_counter() - wall0
+    return Result(summary=summary, collectives=coll, links=links, link_timeseries=series, incast=incast,
+                  log=log, link_names=router.links, graph=graph)
