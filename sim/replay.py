@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 import zlib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -389,6 +389,43 @@ def nvlink_records(records: Mapping, preparer: Preparer, router) -> dict:
     return out
 
 
+def _ideal_run(graph, ops, algo, routing, seed, meta, plan_options, plans, workload, quantile, memoize,
+               progress, describe, timing, memo):
+    """The replay over :func:`topologies.nonblocking` of ``graph`` (the ideal reference)."""
+    import topologies
+    from topologies.routing import Router
+
+    ideal_graph = topologies.nonblocking(graph)
+    irouter = Router(ideal_graph, routing=routing, seed=seed)
+    ipaths = PathTable(irouter.links["capacity_gbps"].to_numpy(), irouter.links["latency_us"].to_numpy())
+    iprep = Preparer(ops, irouter, ipaths, algo, ideal_graph, meta, plan_options, plans=plans)
+    return run_engine(workload, iprep, irouter, ipaths, timing=timing, completion_quantile=quantile,
+                      bin_s=None, memoize=memoize, progress=progress, describe=describe,
+                      link_stats=False, memo=memo)
+
+
+def ideal_gaps(workload: Workload, op_end_s: np.ndarray) -> np.ndarray:
+    """Compute gap of each step: its recorded issue time minus the end of the step before (``op_end_s``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> w = Workload(n_ops=2, op_key=[None, None], prog_ptr=np.array([0, 2]), prog_delay_s=np.zeros(1),
+    ...              step_op_ptr=np.array([0, 1, 2]), step_op_idx=np.array([0, 1]),
+    ...              step_t_start_s=np.array([0.0, 5.0]), step_gap_s=np.zeros(2))
+    >>> ideal_gaps(w, np.array([2.0, 6.0])).tolist()
+    [0.0, 3.0]
+    """
+    n = workload.n_steps
+    if n == 0:
+        return np.zeros(0)
+    done = np.maximum.reduceat(op_end_s[workload.step_op_idx], workload.step_op_ptr[:-1])
+    prev = np.r_[np.nan, done[:-1]]
+    prev[workload.prog_ptr[:-1][np.diff(workload.prog_ptr) > 0]] = np.nan  # first step of a program
+    gap = workload.step_t_start_s - prev
+    return np.clip(np.nan_to_num(gap, nan=0.0), 0.0, None)
+
+
 def load_topology(topology, world_size: int, gpus_per_node: int, params: Mapping[str, Any]) -> nx.Graph:
     """The fabric a trace replays over: a graph as given, or a preset / YAML file built with ``params``.
 
@@ -458,7 +495,8 @@ def simulate(trace_df: pd.DataFrame, topology, algo: str = "auto", routing: str 
     seed : int
         Seeds routing and the choice of failed / degraded links; the same seed gives the same results.
     **options
-        ``timing`` ("auto" | "trace" | "asap"; auto = trace when every ``t_start_s`` is known),
+        ``timing`` ("auto" | "gaps" | "trace" | "asap"; auto = gaps when every ``t_start_s`` is known, else
+        asap; gaps keeps each rank's compute gaps and lets the network move what follows),
         ``completion_quantile`` (FlowNetwork accuracy knob, default 0 = exact), ``bin_s`` (utilisation
         bins; adaptive when omitted), ``fail_links`` (int or link names), ``degrade_links`` (``"N:F"`` or
         ``{link: factor}``), ``stragglers`` (``{rank: delay_us}`` or ``["RANK:DELAY_US"]``), ``progress``
@@ -481,9 +519,9 @@ def simulate(trace_df: pd.DataFrame, topology, algo: str = "auto", routing: str 
     >>> res.summary["makespan_s"] >= res.summary["ideal_makespan_s"]  # doctest: +SKIP
     True
     """
-    import topologies
     from sim import anomalies
     from sim.results import metrics
+    from sim.results.answer import comm_roles
     from sim.results.result import Result
     from topologies.routing import Router
     from traces.schema import validate
@@ -508,10 +546,10 @@ def simulate(trace_df: pd.DataFrame, topology, algo: str = "auto", routing: str 
         anomalies.check_reachable(damaged, world, damage)
     stragglers = anomalies.parse_stragglers(options.get("stragglers"))
     timing = options.get("timing") or "auto"
-    if timing not in ("auto", "trace", "asap"):
-        raise SimError(f"timing {timing!r} is not one of: auto, trace, asap")
-    if timing == "auto":
-        timing = "trace" if len(df) and not df["t_start_s"].isna().any() else "asap"
+    if timing not in ("auto", "gaps", "trace", "asap"):
+        raise SimError(f"timing {timing!r} is not one of: auto, gaps, trace, asap")
+    if timing == "auto":  # what-if replay: compute gaps kept, the network moves what follows
+        timing = "gaps" if len(df) and not df["t_start_s"].isna().any() else "asap"
     quantile = float(options.get("completion_quantile") or 0.0)
     bin_s = options.get("bin_s")
     memoize = bool(options.get("memoize", True))
@@ -541,21 +579,23 @@ def simulate(trace_df: pd.DataFrame, topology, algo: str = "auto", routing: str 
     paths = PathTable(router.links["capacity_gbps"].to_numpy(), router.links["latency_us"].to_numpy())
     prep = Preparer(ops, router, paths, algo, damaged, meta, plan_options)
     records: dict = {}
+    ideal_log = None
+    if timing == "gaps" and options.get("ideal", True) and df["duration_s"].isna().any():
+        # no recorded ends: a step's compute gap is its issue time minus when the step before ends on the
+        # ideal fabric, so the ideal replay keeps the trace's timeline and a slower fabric pushes it back
+        ideal_log = _ideal_run(graph, ops, algo, routing, seed, meta, plan_options, prep.plans, workload,
+                               quantile, memoize, progress, describe, "trace", {})
+        workload = replace(workload, step_gap_s=ideal_gaps(workload, ideal_log.op_end_s))
     log = run_engine(workload, prep, router, paths, timing=timing, completion_quantile=quantile, bin_s=bin_s,
                      memoize=memoize, progress=progress, describe=describe, memo=records)
-    ideal_log = None
-    if options.get("ideal", True):
-        ideal_graph = topologies.nonblocking(graph)
-        irouter = Router(ideal_graph, routing=routing, seed=seed)
-        ipaths = PathTable(irouter.links["capacity_gbps"].to_numpy(), irouter.links["latency_us"].to_numpy())
-        iprep = Preparer(ops, irouter, ipaths, algo, ideal_graph, meta, plan_options, plans=prep.plans)
-        ideal_log = run_engine(workload, iprep, irouter, ipaths, timing=timing, completion_quantile=quantile,
-                               bin_s=None, memoize=memoize, progress=progress, describe=describe,
-                               link_stats=False, memo=nvlink_records(records, prep, router))
+    if options.get("ideal", True) and ideal_log is None:
+        ideal_log = _ideal_run(graph, ops, algo, routing, seed, meta, plan_options, prep.plans, workload,
+                               quantile, memoize, progress, describe, timing,
+                               nvlink_records(records, prep, router))
     if user_progress is not None:
         user_progress(1.0)
     trace_name = options.get("trace_name") or meta.get("name") or meta.get("source") or "trace"
     return Result.build(ops=ops, log=log, ideal=ideal_log, router=router, graph=damaged, damage=damage,
                         trace_name=str(trace_name), world_size=world, timing=timing, algo=algo,
                         routing=routing, seed=seed, wall0=wall0, metrics=metrics,
-                        completion_quantile=quantile)
+                        completion_quantile=quantile, roles=comm_roles(df, meta))

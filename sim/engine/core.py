@@ -14,10 +14,11 @@ Semantics
   same ``group`` id (issued in one ``ncclGroupStart/End``; they progress together). A rank issues step
   ``j + 1`` once step ``j`` is done on that rank (one stream per rank), so ops on one communicator run in
   order; ops of different communicators overlap across ranks and inside a group.
-* Issue times: ``timing="asap"``: as soon as the previous step is done. ``timing="trace"``:
-  ``max(t_start_j, done_{j-1} + gap_j)``, where ``gap_j`` is the recorded compute gap (``t_start_j`` minus
-  the recorded end of step ``j - 1``; 0 when durations are unknown). A straggler's delay is added to every
-  step it issues.
+* Issue times: ``timing="asap"``: as soon as the previous step is done. ``timing="gaps"`` (what-if
+  replay): ``done_{j-1} + gap_j``, where ``gap_j`` is the recorded compute gap (``t_start_j`` minus the
+  recorded end of step ``j - 1``); the first step at its ``t_start``. ``timing="trace"``:
+  ``max(t_start_j, done_{j-1} + gap_j)`` (recorded issue times are a floor). A straggler's delay is added
+  to every step it issues.
 * An op instance (the rows of one ``(comm, seq)`` collective, or a matched Send/Recv pair) starts when all
   its member steps have been issued. Its transfers start when their dependencies are done plus their
   ``delay_s``; each becomes one network flow per route sub-flow; a transfer is done when every sub-flow's
@@ -402,6 +403,8 @@ class EngineLog:
     memo_hits: int = 0
     memo_records: int = 0
     network_events: int = 0
+    step_issue_s: np.ndarray | None = None   # when each step was issued (rank programs: ``workload``)
+    workload: Workload | None = None
 
 
 @dataclass
@@ -505,7 +508,7 @@ class Engine:
         The table the prepared ops' ``sub_path`` ids refer to.
     capacity_bytes_per_s : ndarray
         Per-link capacity (for the link statistics).
-    timing : {"trace", "asap"}
+    timing : {"gaps", "trace", "asap"}
     bin_s : float, optional
         Fixed width of the utilisation time bins; adaptive (~128-256 bins over the run) when omitted.
     memoize : bool
@@ -522,8 +525,8 @@ class Engine:
                  capacity_bytes_per_s: np.ndarray, timing: str = "asap", bin_s: float | None = None,
                  memoize: bool = True, progress: Callable[[int], None] | None = None,
                  memo: dict | None = None, blocked: set | None = None, link_stats: bool = True) -> None:
-        if timing not in ("trace", "asap"):
-            raise SimError(f"timing {timing!r} is not one of: trace, asap")
+        if timing not in ("gaps", "trace", "asap"):
+            raise SimError(f"timing {timing!r} is not one of: gaps, trace, asap")
         self.w = workload
         self.prepare = prepare
         self.net = network
@@ -588,11 +591,14 @@ class Engine:
     def _issue_time(self, step: int, prev_done: float | None) -> float:
         prog = self.step_prog[step]
         delay = float(self.w.prog_delay_s[prog])
-        if self.timing == "trace":
+        if self.timing in ("trace", "gaps"):
             t0 = float(self.w.step_t_start_s[step])
             if prev_done is None:
                 return t0 + delay
-            return max(t0, prev_done + float(self.w.step_gap_s[step])) + delay
+            # gaps: the recorded compute gap after the previous step, no absolute floor, so the network
+            # moves everything after it (what-if replay); trace: recorded issue times are a floor
+            after = prev_done + float(self.w.step_gap_s[step])
+            return (after if self.timing == "gaps" else max(t0, after)) + delay
         return (0.0 if prev_done is None else prev_done) + delay
 
     # -- event handlers -----------------------------------------------------------------------------
@@ -960,7 +966,8 @@ class Engine:
             flow_bytes=self.f_bytes.a[:n].copy(), flow_start_s=self.f_start.a[:n].copy(),
             flow_sent_s=self.f_sent.a[:n].copy(), flow_end_s=self.f_end.a[:n].copy(), paths=self.paths,
             link_stats=self.stats, makespan_s=makespan, memo_hits=self.memo_hits,
-            memo_records=self.memo_records, network_events=self.network_events)
+            memo_records=self.memo_records, network_events=self.network_events,
+            step_issue_s=self.step_issue, workload=self.w)
 
     def _check_complete(self) -> None:
         missing = np.flatnonzero(np.isnan(self.op_end))

@@ -47,7 +47,7 @@ class Result:
     @classmethod
     def build(cls, *, ops, log: EngineLog, ideal: EngineLog | None, router, graph: nx.Graph, damage,
               trace_name: str, world_size: int, timing: str, algo: str, routing: str, seed: int,
-              wall0: float, metrics, completion_quantile: float = 0.0) -> Result:
+              wall0: float, metrics, completion_quantile: float = 0.0, roles: dict | None = None) -> Result:
         """Assemble the tables and the summary from the engine logs (used by :func:`sim.simulate`)."""
         from sim.results.incast import incast_events
 
@@ -68,6 +68,10 @@ class Result:
         summary = metrics.summary(trace=trace_name, topology=str(graph.graph.get("name", "topology")),
                                   world_size=world_size, coll=coll, links=links, incast=incast, log=log,
                                   ideal_log=ideal, imbalance=imbalance, n_flows=len(log.flow_path), extra=extra)
+        from sim.results.answer import answer_figures
+
+        summary.update(answer_figures(coll=coll, links=links, log=log, ideal_log=ideal, graph=graph,
+                                      link_names=router.links, roles=roles, world_size=world_size))
         summary["sim_wall_s"] = time.perf_counter() - wall0
         return cls(summary=summary, collectives=coll, links=links, link_timeseries=series, incast=incast,
                    log=log, link_names=router.links, graph=graph)
