@@ -229,7 +229,7 @@ def _local_client(workers: int):
 
 def run_sweep(trace_df: pd.DataFrame, points: Sequence[Point], *, scheduler: str | None = None,
               workers: int = 2, serial: bool = False, client=None, trace_name: str = "",
-              on_done: Callable[[int], None] | None = None) -> pd.DataFrame:
+              on_done: Callable[[int], None] | None = None, point_fn: Callable | None = None) -> pd.DataFrame:
     """Run every point and return the sweep table (one row per point, in grid order).
 
     Topologies are built and checked here first, so a bad key, value or name fails before any work is sent.
@@ -252,6 +252,9 @@ def run_sweep(trace_df: pd.DataFrame, points: Sequence[Point], *, scheduler: str
         The ``trace`` of each summary.
     on_done : callable, optional
         Called with 1 each time a point finishes (a progress bar).
+    point_fn : callable, optional
+        ``point_fn(trace_df, point, trace_name) -> row`` instead of :func:`run_point` (a picklable
+        module-level function or partial; ``simrun compare`` also writes each point's folder).
 
     Returns
     -------
@@ -264,13 +267,14 @@ def run_sweep(trace_df: pd.DataFrame, points: Sequence[Point], *, scheduler: str
     """
     check_topologies(trace_df, points)
     done = on_done or (lambda _n: None)
+    fn = point_fn or run_point
     rows: list[dict[str, Any] | None] = [None] * len(points)
     if serial:
         for p in points:
-            rows[p.index] = _named(p, lambda p=p: run_point(trace_df, p, trace_name))
+            rows[p.index] = _named(p, lambda p=p: fn(trace_df, p, trace_name))
             done(1)
     else:
-        rows = _run_dask(trace_df, points, client, scheduler, workers, trace_name, done)
+        rows = _run_dask(trace_df, points, client, scheduler, workers, trace_name, done, fn)
     return _tidy(pd.DataFrame(rows))
 
 
@@ -300,7 +304,7 @@ def _named(point: Point, call: Callable[[], Any]) -> Any:
         raise type(exc)(f"point {point.index} ({point.label()}): {exc}") from None
 
 
-def _run_dask(trace_df, points, client, scheduler, workers, trace_name, done) -> list[dict[str, Any]]:
+def _run_dask(trace_df, points, client, scheduler, workers, trace_name, done, fn=None) -> list[dict[str, Any]]:
     from distributed import Client, as_completed
 
     own = client is None
@@ -311,7 +315,7 @@ def _run_dask(trace_df, points, client, scheduler, workers, trace_name, done) ->
         client, cluster = _local_client(workers)
     try:
         trace_f = client.scatter(trace_df, broadcast=True)  # sent once, not once per point
-        futures = {client.submit(run_point, trace_f, p, trace_name, pure=False): p.index for p in points}
+        futures = {client.submit(fn or run_point, trace_f, p, trace_name, pure=False): p.index for p in points}
         rows: list[dict[str, Any] | None] = [None] * len(points)
         for future in as_completed(futures):
             index = futures[future]

@@ -62,3 +62,12 @@ def progress_bar(total: float | None, description: str):
     with Progress(*columns, transient=True) as progress:
         task = progress.add_task(description, total=total)
         yield lambda amount=1.0: progress.advance(task, amount)
+
+
+def wide_console():
+    """A rich console; when output is redirected, wide enough that tables never truncate a value."""
+    from rich.console import Console
+
+    if sys.stdout.isatty():
+        return Console(soft_wrap=True)
+    return Console(soft_wrap=True, width=1000, no_color=True)

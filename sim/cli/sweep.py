@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from sim.cli.common import parse_set_options, progress_bar
+from sim.cli.common import parse_set_options, progress_bar, wide_console
 
 #: Summary figures printed in the terminal table (column, heading, scale), when the summary has them.
 SHOWN = (("makespan_s", "makespan ms", 1e3), ("ideal_makespan_s", "ideal ms", 1e3),
@@ -27,7 +27,12 @@ def parse_grid(values: tuple[str, ...]) -> dict[str, list]:
     from sim.sweep import split_grid_values
 
     grid = {}
-    for key, raw in parse_set_options(values).items():
+    try:
+        items = parse_set_options(values)
+    except click.BadParameter as exc:  # "k=1,2": a comma separates keys, not values
+        raise click.BadParameter(f"{exc.message}; grid values are separated by '|', as in --set \"k=1|2\"",
+                                 param_hint="--set") from None
+    for key, raw in items.items():
         grid[key] = split_grid_values(raw, lambda part, key=key: parse_set_options([f"{key}={part}"])[key])
     return grid
 
@@ -54,11 +59,18 @@ def _print_table(table, points) -> None:
         out.add_column(head, justify="right")
     for row in table.to_dict("records"):
         out.add_row(*(_fmt(row[c]) for c in params), *(_fmt(row[c], scale) for c, _, scale in shown))
-    console = Console(soft_wrap=True)
+    console = wide_console()
     console.print(out)
-    if "makespan_s" in table.columns and table["makespan_s"].notna().any():
-        best = int(table["makespan_s"].idxmin())
-        console.print(f"fastest: {points[best].label()} (makespan {table['makespan_s'][best]:.4g} s)")
+    for line in verdict_lines(table, points):
+        console.print(line, highlight=False)
+
+
+def verdict_lines(table, points) -> list[str]:
+    """The ranking of :mod:`sim.results.verdict` per question, over the points' labels (ties called ties)."""
+    from sim.results.verdict import verdicts
+
+    rows = [dict(row, label=p.label()) for row, p in zip(table.to_dict("records"), points, strict=True)]
+    return [text for _, _, text in verdicts(rows, label="label")]
 
 
 @click.command("sweep")
