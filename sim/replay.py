@@ -466,7 +466,8 @@ def check_fit(graph: nx.Graph, world_size: int) -> None:
     gpus = [n for n, d in graph.nodes(data=True) if d.get("kind") == "gpu"]
     name = graph.graph.get("name", "topology")
     if world_size > len(gpus):
-        raise SimError(f"trace world_size {world_size} exceeds the {len(gpus)} GPUs of topology {name!r}")
+        raise SimError(f"trace world_size {world_size} exceeds the {len(gpus)} GPUs of topology {name!r} "
+                       f"(size it to the trace: --set num_gpus={world_size})")
     missing = [f"gpu{r}" for r in range(world_size) if f"gpu{r}" not in graph]
     if missing:
         raise SimError(f"topology {name!r} has no node {missing[0]} for rank {missing[0][3:]}")

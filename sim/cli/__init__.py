@@ -26,6 +26,7 @@ SUBCOMMANDS: dict[str, str] = {
     "flows": "sim.cli.flows",
     "export": "sim.cli.export",
     "traces": "sim.cli.traces",
+    "compare": "sim.cli.compare",
 }
 _SHORT_HELP: dict[str, str] = {
     "run": "Replay a trace over a topology; write the summary and result files.",
@@ -37,6 +38,7 @@ _SHORT_HELP: dict[str, str] = {
     "flows": "Simulate raw flows from CSV or Parquet over a topology.",
     "export": "Write a trace as NCCL debug-log text.",
     "traces": "List the built-in traces.",
+    "compare": "One run per fabric and one side-by-side page with a verdict.",
 }
 
 
