@@ -99,6 +99,9 @@ def main(argv: list[str] | None = None) -> None:
     except click.exceptions.Abort:
         click.echo("simrun: aborted", err=True)
         sys.exit(130)
+    except click.exceptions.NoArgsIsHelpError as exc:  # bare ``simrun``: its usage, as a help page
+        click.echo(exc.ctx.get_help() if exc.ctx is not None else exc.format_message())
+        sys.exit(0)
     except click.ClickException as exc:
         click.echo(f"simrun: error: {_one_line(click.exceptions.ClickException(exc.format_message()))}", err=True)
         sys.exit(2)

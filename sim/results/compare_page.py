@@ -87,9 +87,16 @@ def write_compare_page(table: pd.DataFrame, out_dir: str | Path, trace_name: str
     for role in roles:
         fig_rows.append([f"{role} fabric delay", *(_cell(ms, r.get(f"role_{role}_fabric_delay_s")) for r in rows)])
         fig_rows.append([f"{role} exposed", *(_cell(ms, r.get(f"role_{role}_exposed_s")) for r in rows)])
-    cost_rows = [[head, *(_cell(lambda v: f"{int(v):,}", r.get(col)) for r in rows)] for col, head in COST]
+    count = lambda v: f"{int(v):,}"  # noqa: E731
+    none = lambda v: v is None or (isinstance(v, float) and np.isnan(v))  # noqa: E731
+    cost_rows = [[head, *(count(0 if none(r.get(col)) else r[col]) for r in rows)] for col, head in COST]
     for col in sorted(c for c in table.columns if c.startswith("optics_") or c.startswith("switches_")):
-        cost_rows.append([col.replace("_", " "), *(_cell(lambda v: f"{int(v):,}", r.get(col)) for r in rows)])
+        cost_rows.append([col.replace("_", " "), *(count(0 if none(r.get(col)) else r[col]) for r in rows)])
+    faster = [n for r, n in zip(rows, names, strict=True) if (r.get("fabric_delay_s") or 0) < 0]
+    caveat = (f"<p class='note'>{esc(', '.join(faster))}: negative fabric delay, i.e. faster than the non-blocking "
+              "reference. The reference keeps each GPU's own link to the fabric; a fabric that forwards a GPU's "
+              "traffic over NVLink to other GPUs' NICs (PXN on rail fabrics) can beat it on all-to-all traffic.</p>"
+              if faster else "")
     plot = _aligned_plot(table, out)
     links = " · ".join(f"<a href='{esc(n)}/report.html'>{esc(n)}</a>" for n in names)
     img = (f"<h2>Utilisation over time</h2><p>Each row is one fabric, on the same simulated-time axis: red is the "
@@ -108,7 +115,7 @@ def write_compare_page(table: pd.DataFrame, out_dir: str | Path, trace_name: str
         f"<h2>Verdict</h2><ul class='verdict'>{verdict}</ul>"
         f"<p>Lower is better for every figure. Figures within {STATED_ERROR_REL * 100:.0f} % of each other are a "
         "tie: that is the simulator's stated error (docs/simulator.md).</p>"
-        f"<h2>Figures per fabric</h2>{table_html(['figure', *names], fig_rows, 'figures')}"
+        f"<h2>Figures per fabric</h2>{table_html(['figure', *names], fig_rows, 'figures')}{caveat}"
         f"<h2>Cost proxy</h2><p>Counts from each fabric's graph: switches (NVSwitches apart), cables that leave a "
         f"server, and optics at two transceivers per such cable (an upper bound where access links are copper)."
         f"</p>{table_html(['item', *names], cost_rows, 'cost')}{img}"

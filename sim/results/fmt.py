@@ -21,7 +21,7 @@ def ms(v_s) -> str:
     >>> ms(0.0123456)
     '12.346 ms'
     """
-    return "n/a" if _bad(v_s) else f"{float(v_s) * 1e3:,.3f} ms"
+    return "n/a" if _bad(v_s) else f"{float(v_s) * 1e3 + 0.0:,.3f} ms".replace("-0.000", "0.000")
 
 
 def us(v_s) -> str:
@@ -32,7 +32,7 @@ def us(v_s) -> str:
     >>> us(2.5e-6)
     '2.5 µs'
     """
-    return "n/a" if _bad(v_s) else f"{float(v_s) * 1e6:,.1f} µs"
+    return "n/a" if _bad(v_s) else f"{float(v_s) * 1e6:,.1f} µs".replace("-0.0 ", "0.0 ")
 
 
 def gb(v_bytes) -> str:

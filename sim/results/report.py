@@ -32,7 +32,7 @@ _CSS = ("body{font-family:system-ui,sans-serif;max-width:1150px;margin:auto;padd
         "img{max-width:100%;display:block;margin:6px 0}table{border-collapse:collapse;margin:6px 0}"
         "td,th{text-align:right;padding:3px 10px;border-bottom:1px solid #ddd}th:first-child{text-align:left}"
         "thead th{background:#eee}.verdict li{margin:4px 0}.how{color:#444;font-size:0.95em}"
-        "header{background:#f6f6f6;padding:8px 14px;border-radius:6px}.note{color:#555;font-size:0.9em}")
+        "header{background:#f6f6f6;padding:8px 14px;border-radius:6px}header td{text-align:left}.note{color:#555;font-size:0.9em}")
 
 
 def _version() -> str:

@@ -26,13 +26,19 @@ _COLORS = ("tab:red", "tab:blue", "tab:green", "tab:orange", "tab:purple", "tab:
            "tab:olive", "tab:cyan")
 
 
-def _figure(w: float, h: float):
+def _figure(w: float, h: float, **margins):
+    """A figure with fixed margins (inches from the edges): a constrained layout costs ~40 % of the
+    drawing time."""
     import matplotlib
 
     matplotlib.use("Agg")
     from matplotlib.figure import Figure
 
-    return Figure(figsize=(w, h), layout="constrained")
+    fig = Figure(figsize=(w, h))
+    inch = {"left": 1.3, "right": 0.3, "bottom": 0.6, "top": 0.45, **margins}
+    fig.subplots_adjust(left=inch["left"] / w, right=1 - inch["right"] / w, bottom=inch["bottom"] / h,
+                        top=1 - inch["top"] / h, hspace=inch.get("hspace", 0.2))
+    return fig
 
 
 def _save(fig, out: Path, name: str) -> str:
@@ -56,7 +62,7 @@ def top_link_series(result, out: Path) -> tuple[str, str] | None:
     if not len(top) or not len(ts):
         return None
     key = (ts["src"].astype(str) + "->" + ts["dst"].astype(str)).to_numpy()
-    fig = _figure(11, 0.95 * len(top) + 1.0)
+    fig = _figure(11, 0.95 * len(top) + 1.0, left=0.8, hspace=0.12)
     axes = fig.subplots(len(top), 1, sharex=True, squeeze=False).ravel()
     width = float(result.summary.get("bin_s") or 0.0)
     for ax, link, busy in zip(axes, top["link"], top["busy_above_90_s"], strict=True):
@@ -92,7 +98,7 @@ def link_heatmap(result, out: Path) -> tuple[str, str] | None:
     grid = grid.reindex([lk for lk in top["link"] if lk in grid.index])
     width = float(result.summary.get("bin_s") or 0.0)
     t_end_ms = (float(grid.columns.max()) + width) * 1e3
-    fig = _figure(11, 0.22 * len(grid) + 1.6)
+    fig = _figure(11, 0.22 * len(grid) + 1.6, left=1.3, right=0.1)
     ax = fig.subplots()
     im = ax.imshow(grid.to_numpy() * 100, aspect="auto", cmap="magma_r", vmin=0, vmax=100, interpolation="nearest",
                    extent=(0, t_end_ms, len(grid) - 0.5, -0.5))
@@ -110,7 +116,7 @@ def hot_links(result, out: Path) -> tuple[str, str] | None:
     top = _busiest(result.links, 10)
     if not len(top):
         return None
-    fig = _figure(9, 0.34 * len(top) + 1.5)
+    fig = _figure(9, 0.34 * len(top) + 1.5, left=1.4)
     ax = fig.subplots()
     y = np.arange(len(top))
     busy_ms = top["busy_above_90_s"].to_numpy() * 1e3
@@ -134,7 +140,7 @@ def slowdown_cdf(result, out: Path) -> tuple[str, str] | None:
     sl = coll[np.isfinite(coll["slowdown"].to_numpy(np.float64))]
     if not len(sl):
         return None
-    fig = _figure(8, 4.4)
+    fig = _figure(9, 4.4, left=0.8, right=2.6)
     ax = fig.subplots()
     for color, (op, grp) in zip(_COLORS, sl.groupby("op", sort=True), strict=False):
         v = np.sort(grp["slowdown"].to_numpy(np.float64))
@@ -144,7 +150,7 @@ def slowdown_cdf(result, out: Path) -> tuple[str, str] | None:
     ax.set(xlabel="slowdown (duration / duration on a non-blocking fabric)", ylabel="collectives at or below (%)",
            ylim=(0, 101))
     ax.grid(alpha=0.3)
-    fig.legend(loc="outside right center", fontsize=8, frameon=False)
+    ax.legend(loc="center left", bbox_to_anchor=(1.02, 0.5), fontsize=8, frameon=False)
     ax.set_title("Collective slowdown, per op type")
     flat = [str(op) for op, grp in sl.groupby("op", sort=True)
             if np.allclose(grp["slowdown"].to_numpy(np.float64), 1.0, rtol=1e-6)]
@@ -166,7 +172,7 @@ def incast_timeline(result, out: Path) -> tuple[str, str] | None:
     ports = list(burst.index[:MAX_INCAST_PORTS])
     shown = inc[inc["port"].isin(ports)]
     pos = {p: i for i, p in enumerate(ports)}
-    fig = _figure(11, 0.28 * len(ports) + 2.0)
+    fig = _figure(11, 0.28 * len(ports) + 2.0, left=1.4, right=0.1)
     ax = fig.subplots()
     import matplotlib as mpl
 

@@ -37,8 +37,8 @@ class Ranking:
     winners : tuple of str
         The best candidate and every one within the stated error of it.
     margin_rel : float
-        How much worse the best candidate outside the winners is, relative to the best value
-        (NaN when every candidate ties).
+        How much lower the best value is than the best candidate outside the winners, relative to that
+        candidate's value (NaN when every candidate ties).
     tie : bool
         More than one winner.
     """
@@ -61,7 +61,7 @@ def rank(names: Sequence[str], values: Sequence[float], rel: float = STATED_ERRO
     --------
     >>> r = rank(["a", "b", "c"], [2.0, 1.0, 1.005])
     >>> r.winners, r.tie, round(r.margin_rel, 3)
-    (('b', 'c'), True, 1.0)
+    (('b', 'c'), True, 0.5)
     >>> rank(["a", "b"], [3.0, 2.0]).winners
     ('b',)
     """
@@ -74,7 +74,7 @@ def rank(names: Sequence[str], values: Sequence[float], rel: float = STATED_ERRO
     best = ordered[0]
     winners = tuple(n for n, v in zip(order, ordered, strict=True) if not math.isnan(v) and _close(v, best, rel))
     rest = [v for n, v in zip(order, ordered, strict=True) if n not in winners and not math.isnan(v)]
-    margin = (rest[0] - best) / abs(best) if rest and best != 0 else (math.inf if rest else math.nan)
+    margin = (rest[0] - best) / abs(rest[0]) if rest and rest[0] != 0 else math.nan
     return Ranking(order, ordered, winners, margin, len(winners) > 1)
 
 
@@ -84,7 +84,7 @@ def sentence(what: str, ranking: Ranking, fmt=lambda v: f"{v:.4g}", rel: float =
     Examples
     --------
     >>> sentence("makespan", rank(["a", "b"], [3.0, 2.0]))
-    'makespan: b wins (2), 50.0 % lower than a (3).'
+    'makespan: b wins (2), 33.3 % lower than a (3).'
     >>> print(sentence("makespan", rank(["a", "b"], [2.0, 2.001])))
     makespan: a and b tie (2 vs 2.001; within 1 %, the simulator's stated error).
     """
@@ -99,7 +99,7 @@ def sentence(what: str, ranking: Ranking, fmt=lambda v: f"{v:.4g}", rel: float =
     verb = "tie for the win" if ranking.tie else "wins"
     nxt = next(n for n in ranking.order if n not in ranking.winners and not math.isnan(vals[n]))
     best = vals[ranking.winners[0]]
-    margin = "infinitely" if math.isinf(ranking.margin_rel) else f"{ranking.margin_rel * 100:.1f} %"
+    margin = f"{ranking.margin_rel * 100:.1f} %"
     return f"{what}: {lead} {verb} ({fmt(best)}), {margin} lower than {nxt} ({fmt(vals[nxt])})."
 
 
