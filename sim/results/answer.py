@@ -8,8 +8,8 @@ Definitions (all computed from the engine log; docs/report.md explains them with
   divided by the world size.
 * ``exposed_comm_s``: the communication on the *critical path*. Walk back from the op that ends last: the
   op ran from its start (the moment its last member issued it) to its end; that member issued it after its
-  previous step was done plus a compute gap (or, with ``timing=trace``, at a recorded floor); continue from
-  that previous step's latest op, until a rank's first step. The makespan splits exactly into the op
+  previous step was done plus a compute gap; continue from that previous step's latest op, until a rank's
+  first step (with ``timing=trace``, or at a step whose recorded issue time was the binding floor). The makespan splits exactly into the op
   durations on this path (``exposed_comm_s``) and the rest (``compute_on_path_s``: compute gaps,
   straggler delays, recorded floors and the first issue time).
 * ``fabric_delay_s``: the sum over collectives of ``duration_s - ideal_s`` (``ideal_s`` on the
@@ -91,9 +91,12 @@ def comm_time_s(workload, step_issue_s: np.ndarray, op_end_s: np.ndarray, world_
     return float(np.nansum(np.clip(inside, 0.0, None)) / world_size)
 
 
-def critical_path(workload, step_issue_s: np.ndarray, op_start_s: np.ndarray,
-                  op_end_s: np.ndarray) -> tuple[float, float, np.ndarray]:
+def critical_path(workload, step_issue_s: np.ndarray, op_start_s: np.ndarray, op_end_s: np.ndarray,
+                  timing: str = "gaps") -> tuple[float, float, np.ndarray]:
     """Split the makespan along the critical path (module docstring).
+
+    With ``timing="trace"`` the path ends at a step whose recorded issue time was the binding floor
+    (what came before it on that rank did not move the makespan).
 
     Returns
     -------
@@ -124,7 +127,8 @@ def critical_path(workload, step_issue_s: np.ndarray, op_start_s: np.ndarray,
         comm += float(op_end_s[op] - op_start_s[op])
         steps = op_steps[op_ptr[op]:op_ptr[op + 1]]
         s = int(steps[np.argmax(step_issue_s[steps])])   # the member that issued it last
-        if first[s]:
+        floor = timing == "trace" and w.step_t_start_s[s] > done[s - 1] + w.step_gap_s[s] if not first[s] else False
+        if first[s] or floor:
             other += float(step_issue_s[s])
             break
         other += float(step_issue_s[s] - done[s - 1])
@@ -206,7 +210,7 @@ def worst_collectives(coll: pd.DataFrame, roles: pd.Series, log, link_names: pd.
 
 
 def answer_figures(*, coll: pd.DataFrame, links: pd.DataFrame, log, ideal_log, graph, link_names: pd.DataFrame,
-                   roles: Mapping[str, str] | None, world_size: int) -> dict:
+                   roles: Mapping[str, str] | None, world_size: int, timing: str = "gaps") -> dict:
     """The SPEC §10 summary keys and the breakdowns (see the module docstring)."""
     span = float(log.makespan_s)
     role = coll["comm"].map(lambda c: (roles or {}).get(c, "other")).astype(str)
@@ -214,15 +218,17 @@ def answer_figures(*, coll: pd.DataFrame, links: pd.DataFrame, log, ideal_log, g
     out: dict = {}
     if log.workload is not None and log.step_issue_s is not None:
         w = log.workload
-        exposed, other, path = critical_path(w, log.step_issue_s, log.op_start_s, log.op_end_s)
+        exposed, other, path = critical_path(w, log.step_issue_s, log.op_start_s, log.op_end_s, timing)
         on_path[path] = True
         out["comm_time_s"] = comm_time_s(w, log.step_issue_s, log.op_end_s, world_size)
         out["exposed_comm_s"] = exposed
         out["compute_on_path_s"] = other
         out["critical_path_ops"] = int(len(path))
         if ideal_log is not None and ideal_log.step_issue_s is not None:
-            out["ideal_exposed_comm_s"] = critical_path(ideal_log.workload, ideal_log.step_issue_s,
-                                                        ideal_log.op_start_s, ideal_log.op_end_s)[0]
+            # the real run's workload: with gaps derived from the ideal run (sim.replay), the ideal run's
+            # trace-floor issue times are exactly its gaps-mode ones
+            out["ideal_exposed_comm_s"] = critical_path(w, ideal_log.step_issue_s, ideal_log.op_start_s,
+                                                        ideal_log.op_end_s, timing)[0]
     delay = (coll["duration_s"] - coll["ideal_s"]).to_numpy(np.float64)
     out["fabric_delay_s"] = float(np.nansum(delay)) if np.isfinite(delay).any() else None
     if out["fabric_delay_s"] is not None and span > 0:

@@ -71,7 +71,8 @@ class Result:
         from sim.results.answer import answer_figures
 
         summary.update(answer_figures(coll=coll, links=links, log=log, ideal_log=ideal, graph=graph,
-                                      link_names=router.links, roles=roles, world_size=world_size))
+                                      link_names=router.links, roles=roles, world_size=world_size,
+                                      timing=timing))
         summary["sim_wall_s"] = time.perf_counter() - wall0
         return cls(summary=summary, collectives=coll, links=links, link_timeseries=series, incast=incast,
                    log=log, link_names=router.links, graph=graph)
