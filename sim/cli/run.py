@@ -170,6 +170,12 @@ def _print_table(result, out_dir: Path, plots: bool = True) -> None:
             h.add_row(item["link"], ms(item["busy_above_90_s"]), pct(item["peak_utilization"]),
                       pct(item["utilization"]), f"{item['bytes'] / 1e9:.3f}")
         console.print(h)
+    from sim.results.timeline import flow_stride
+
+    stride = flow_stride(int(s["flows"]))
+    if stride > 1:
+        console.print(f"timeline.json holds every {stride}th flow ({-(-int(s['flows']) // stride):,} of "
+                      f"{s['flows']:,}; all collectives)", highlight=False)
     files = "summary.json, *.parquet, " + ("report.html, " if plots else "") + "timeline.json"
     console.print(f"wrote {out_dir}/ ({files})", highlight=False)
 

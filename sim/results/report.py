@@ -179,8 +179,8 @@ def write_report(result, out_dir: str | Path) -> Path:
                      "utilisation over the run and time above 90 % of line rate.</p>" + _tier_table(s["tiers"]))
     parts.append("<h2>Hot links</h2>")
     if not len(net):
-        parts.append("<p>No traffic crossed a network link (everything stayed on NVLink), so there are no hot "
-                     "network links, link time series or incast events to show.</p>")
+        parts.append("<p>No traffic crossed a network link: everything stayed on NVLink, so the fabric cannot "
+                     "slow this trace. The link figures below show the NVLink ports instead.</p>")
     for draw, title in ((report_plots.hot_links, "Hot links"),
                         (report_plots.top_link_series, "Top links over time"),
                         (report_plots.link_heatmap, "Utilisation heatmap")):

@@ -33,14 +33,15 @@ COUNTER_LINKS = 8
 _PID_COLL, _PID_FLOW, _PID_LINK = 1, 2, 3
 
 
-def flow_stride(n_flows: int, limit: int = MAX_TIMELINE_FLOWS) -> int:
-    """Keep every k-th flow so that at most ``limit`` remain.
+def flow_stride(n_flows: int, limit: int | None = None) -> int:
+    """Keep every k-th flow so that at most ``limit`` (default :data:`MAX_TIMELINE_FLOWS`) remain.
 
     Examples
     --------
     >>> flow_stride(10, 20), flow_stride(100, 20), flow_stride(101, 20)
     (1, 5, 6)
     """
+    limit = MAX_TIMELINE_FLOWS if limit is None else limit
     return max(1, math.ceil(n_flows / max(limit, 1)))
 
 
