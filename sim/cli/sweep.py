@@ -85,7 +85,7 @@ def verdict_lines(table, points) -> list[str]:
 @click.option("--workers", type=click.IntRange(min=1), default=2, show_default=True,
               help="Worker processes of the local Dask cluster (without --scheduler).")
 @click.option("--serial", is_flag=True, help="Run the points in this process, without Dask.")
-@click.option("--out", "out", type=click.Path(file_okay=False, path_type=Path), default=None,
+@click.option("-o", "--out", "out", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Output folder (default simrun-sweep/<trace-stem>/).")
 def command(trace: str, topos: str, sets: tuple[str, ...], algos: str, routings: str, seed: int,
             scheduler: str | None, workers: int, serial: bool, out: Path | None) -> None:
@@ -108,7 +108,10 @@ def command(trace: str, topos: str, sets: tuple[str, ...], algos: str, routings:
     with progress_bar(len(points), f"sweep ({len(points)} points)") as advance:
         table = run_sweep(df, points, scheduler=scheduler, workers=workers, serial=serial, trace_name=name,
                           on_done=advance)
+    from sim.results.outdir import clear_outputs
+
     folder = out if out is not None else Path("simrun-sweep") / Path(trace).stem
+    clear_outputs(folder, force=True)  # a previous sweep's files go; other files stay
     folder.mkdir(parents=True, exist_ok=True)
     table.to_parquet(folder / "sweep.parquet", index=False)
     plot_sweep(table, folder / "sweep.png", title=f"{name}: which topology wins (lower is better)")

@@ -91,13 +91,16 @@ def sentence(what: str, ranking: Ranking, fmt=lambda v: f"{v:.4g}", rel: float =
     if not ranking.winners:
         return f"{what}: no figure to compare."
     vals = dict(zip(ranking.order, ranking.values, strict=True))
+    others = [n for n in ranking.order if n not in ranking.winners and not math.isnan(vals[n])]
+    if not ranking.tie and not others:
+        return f"{what}: {ranking.winners[0]} ({fmt(vals[ranking.winners[0]])}); nothing else to compare with."
     if ranking.tie and len(ranking.winners) == len([v for v in ranking.values if not math.isnan(v)]):
         names = _join(ranking.winners)
         shown = " vs ".join(fmt(vals[n]) for n in ranking.winners)
         return f"{what}: {names} tie ({shown}; within {rel * 100:.0f} %, the simulator's stated error)."
     lead = _join(ranking.winners)
     verb = "tie for the win" if ranking.tie else "wins"
-    nxt = next(n for n in ranking.order if n not in ranking.winners and not math.isnan(vals[n]))
+    nxt = others[0]
     best = vals[ranking.winners[0]]
     margin = f"{ranking.margin_rel * 100:.1f} %"
     return f"{what}: {lead} {verb} ({fmt(best)}), {margin} lower than {nxt} ({fmt(vals[nxt])})."

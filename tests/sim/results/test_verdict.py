@@ -29,6 +29,10 @@ def test_equal_figures_tie_regardless_of_listing_order():
         assert r.tie and set(r.winners) == {"a", "b"}
 
 
+def test_a_single_candidate_is_named_without_a_comparison():
+    assert sentence("makespan", rank(["a"], [2.0])) == "makespan: a (2); nothing else to compare with."
+
+
 def test_missing_figures_never_win():
     r = rank(["a", "b"], [None, 2.0])
     assert r.winners == ("b",) and r.order == ("b", "a")
