@@ -45,7 +45,6 @@ def _fmt(value, scale: float = 1.0) -> str:
 
 
 def _print_table(table, points) -> None:
-    from rich.console import Console
     from rich.table import Table
 
     from sim.sweep import varying_columns

@@ -55,7 +55,7 @@ def test_complete_events_never_overlap_partially_on_a_track(result):
         tracks[(ev["pid"], ev["tid"])].append((ev["ts"], ev["ts"] + ev["dur"]))
     for spans in tracks.values():
         spans.sort()
-        for (a0, a1), (b0, b1) in zip(spans, spans[1:], strict=False):
+        for (_a0, a1), (b0, b1) in zip(spans, spans[1:], strict=False):
             assert b0 >= a1 - 1e-6 or b1 <= a1 + 1e-6  # disjoint or nested
 
 
