@@ -351,6 +351,7 @@ def plot_sweep(table: pd.DataFrame, path: str | Path, title: str = "") -> Path:
     axes = fig.subplots(1, max(len(shown), 1), squeeze=False).ravel()
     vary = varying_columns(table)
     data = table.copy()
+    data["topo"] = data["topo"].map(lambda t: Path(str(t)).stem)  # a YAML path's name, not its folders
     hue = None
     if vary:
         hue = "setting"
