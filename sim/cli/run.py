@@ -215,7 +215,7 @@ def command(trace, topo, set_values, algo, routing, seed, out, force, as_json, f
         click.echo("compiling the max-min solver (first use only; cached for later runs)...", err=True)
 
     def on_trace(df) -> None:
-        state["total"] = 2 * count_ops(df)  # the fabric replay, then the ideal reference
+        state["total"] = 2 * count_ops(df)  # the fabric replay and the ideal reference
 
     def progress(fraction: float) -> None:
         if state["advance"] is not None:
@@ -243,7 +243,7 @@ class _lazy_bar:  # noqa: N801 - a context manager used like a function
 
     def __enter__(self):
         def open_bar() -> None:
-            self.cm = progress_bar(self.state["total"], "replaying (fabric, then ideal)", unit="collectives")
+            self.cm = progress_bar(self.state["total"], "replaying (fabric and ideal reference)", unit="collectives")
             self.state["advance"] = self.cm.__enter__()
         return open_bar
 
