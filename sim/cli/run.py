@@ -174,7 +174,7 @@ def _print_table(result, out_dir: Path, plots: bool = True) -> None:
 
     stride = flow_stride(int(s["flows"]))
     if stride > 1:
-        console.print(f"timeline.json holds every {stride}th flow ({-(-int(s['flows']) // stride):,} of "
+        console.print(f"timeline.json holds one flow in {stride} ({-(-int(s['flows']) // stride):,} of "
                       f"{s['flows']:,}; all collectives)", highlight=False)
     files = "summary.json, *.parquet, " + ("report.html, " if plots else "") + "timeline.json"
     console.print(f"wrote {out_dir}/ ({files})", highlight=False)

@@ -183,7 +183,7 @@ def timeline_events(result) -> dict:
     coll, binds = _collective_events(result, world)
     flows, written = _flow_events(result, binds, stride)
     other = {"flows_total": n_flows, "flows_written": written, "flow_sampling_stride": stride,
-             "sampling": "every flow" if stride == 1 else f"every {stride}th flow in log order",
+             "sampling": "every flow" if stride == 1 else f"one flow in {stride}, in log order",
              "trace": str(result.summary.get("trace")), "topology": str(result.summary.get("topology"))}
     return {"traceEvents": procs + coll + flows + _counter_events(result), "displayTimeUnit": "ms",
             "otherData": other}
