@@ -52,7 +52,7 @@ __all__ = [
 
 ALGOS = ("auto", "ring", "tree", "direct")
 ROUTINGS = ("ecmp", "spray", "single")
-TIMINGS = ("auto", "trace", "asap")
+TIMINGS = ("auto", "gaps", "trace", "asap")
 #: Most channels a collective may use: NCCL's ``MAXCHANNELS`` (src/include/device.h).
 MAX_CHANNELS = 64
 #: Largest seed: seeds feed the ECMP hash as a signed 64-bit integer.
@@ -85,9 +85,10 @@ class SimOptions:
     routing : {"ecmp", "spray", "single"}
     seed : int
         0 to ``MAX_SEED``; seeds routing and the choice of failed / degraded links.
-    timing : {"auto", "trace", "asap"}
-        ``trace`` honours recorded issue times, ``asap`` issues back to back, ``auto`` = trace when every
-        ``t_start_s`` is known.
+    timing : {"auto", "gaps", "trace", "asap"}
+        ``gaps`` keeps each rank's recorded compute gaps and lets the network move what follows (what-if
+        replay), ``trace`` honours recorded issue times as floors, ``asap`` issues back to back; ``auto`` =
+        gaps when every ``t_start_s`` is known, else asap.
     completion_quantile : float
         Completion batching of the flow network, ``0 <= q < 1``; 0 re-solves at every completion (exact).
         Alias ``quantile``.

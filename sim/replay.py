@@ -13,20 +13,21 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import networkx as nx
 import pandas as pd
 
-from sim.engine.workload import OpTable, Workload, build_ops, build_workload
+from sim.engine.workload import OpTable, Workload, build_ops, build_workload, ideal_gaps
 from sim.errors import OptionError, SimError
 from sim.options import OPTION_NAMES, SimOptions, check_bin_count
 from sim.prepare import Preparer, nvlink_records, op_keys, plan_op, plan_p2p, run_engine
 
 __all__ = ["OPTIONS", "OpTable", "Preparer", "Workload", "build_ops", "build_workload", "check_fit",
            "load_topology", "nvlink_records", "op_keys", "plan_op", "plan_p2p", "resolve_options", "run_engine",
-           "simulate"]
+           "run_ideal", "simulate"]
 
 #: Keyword options of :func:`simulate` besides its named parameters (the fields of :class:`SimOptions`).
 OPTIONS = tuple(name for name in OPTION_NAMES if name not in ("algo", "routing", "seed"))
@@ -72,7 +73,8 @@ def check_fit(graph: nx.Graph, world_size: int) -> None:
     gpus = [n for n, d in graph.nodes(data=True) if d.get("kind") == "gpu"]
     name = graph.graph.get("name", "topology")
     if world_size > len(gpus):
-        raise SimError(f"trace world_size {world_size} exceeds the {len(gpus)} GPUs of topology {name!r}")
+        raise SimError(f"trace world_size {world_size} exceeds the {len(gpus)} GPUs of topology {name!r} "
+                       f"(size it to the trace: --set num_gpus={world_size})")
     missing = [f"gpu{r}" for r in range(world_size) if f"gpu{r}" not in graph]
     if missing:
         raise SimError(f"topology {name!r} has no node {missing[0]} for rank {missing[0][3:]}")
@@ -82,6 +84,22 @@ def check_fit(graph: nx.Graph, world_size: int) -> None:
         if cut:
             raise SimError(f"topology {name!r} is disconnected: gpu0 cannot reach {cut[0]}"
                            + (f" (and {len(cut) - 1} more GPUs)" if len(cut) > 1 else ""))
+
+
+def run_ideal(graph: nx.Graph, preparer: Preparer, opts: SimOptions, workload: Workload, *, timing: str,
+              progress=None, label=None, memo: dict | None = None):
+    """The replay over :func:`topologies.nonblocking` of ``graph`` (the ideal reference), sharing the
+    plans of ``preparer`` (they depend on servers and per-GPU link rates, which the ideal fabric keeps)."""
+    import topologies
+    from topologies.routing import Router
+
+    ideal_graph = topologies.nonblocking(graph)
+    irouter = Router(ideal_graph, routing=opts.routing, seed=opts.seed)
+    iprep = Preparer(preparer.ops, irouter, opts.algo, ideal_graph, preparer.meta, opts.plan_options(),
+                     plans=preparer.plans)
+    return run_engine(workload, iprep, irouter, timing=timing, completion_quantile=opts.completion_quantile,
+                      bin_s=None, memoize=opts.memoize, progress=progress, label=label, link_stats=False,
+                      memo=memo)
 
 
 def resolve_options(options: SimOptions | None, algo: str, routing: str, seed: int,
@@ -150,8 +168,8 @@ def simulate(trace_df: pd.DataFrame, topology, algo: str = "auto", routing: str 
     >>> res.summary["makespan_s"] >= res.summary["ideal_makespan_s"]  # doctest: +SKIP
     True
     """
-    import topologies
     from sim import anomalies
+    from sim.results.answer import comm_roles
     from sim.results.build import build_result
     from topologies.routing import Router
     from traces.schema import validate
@@ -171,11 +189,11 @@ def simulate(trace_df: pd.DataFrame, topology, algo: str = "auto", routing: str 
         anomalies.check_reachable(damaged, world, damage)
     stragglers = opts.stragglers
     timing = opts.timing
-    if timing == "auto":
-        timing = "trace" if len(df) and not df["t_start_s"].isna().any() else "asap"
+    if timing == "auto":  # what-if replay: compute gaps kept, the network moves what follows
+        timing = "gaps" if len(df) and not df["t_start_s"].isna().any() else "asap"
     quantile = opts.completion_quantile
     bin_s = opts.bin_s
-    if bin_s is not None and timing == "trace" and len(df):  # the run lasts at least the recorded issue span
+    if bin_s is not None and timing in ("trace", "gaps") and len(df):  # lasts at least the issue span
         check_bin_count(bin_s, float(df["t_start_s"].max() - df["t_start_s"].min()), "the trace")
     memoize = opts.memoize
     plan_options = opts.plan_options()
@@ -206,20 +224,23 @@ def simulate(trace_df: pd.DataFrame, topology, algo: str = "auto", routing: str 
     processes = [*anomalies.window_processes(damage, router.links), *opts.processes]
     prep = Preparer(ops, router, algo, damaged, meta, plan_options)
     records: dict = {}
+    ideal_log = None
+    if timing == "gaps" and opts.ideal and df["duration_s"].isna().any():
+        # no recorded ends: a step's compute gap is its issue time minus when the step before ends on the
+        # ideal fabric, so the ideal replay keeps the trace's timeline and a slower fabric pushes it back
+        ideal_log = run_ideal(graph, prep, opts, workload, timing="trace", progress=progress, label=label,
+                              memo={})
+        workload = replace(workload, step_gap_s=ideal_gaps(workload, ideal_log.op_end_s))
     log = run_engine(workload, prep, router, timing=timing, completion_quantile=quantile, bin_s=bin_s,
                      memoize=memoize and not processes, progress=progress, label=label, memo=records,
                      processes=processes)
-    ideal_log = None
-    if opts.ideal:
-        ideal_graph = topologies.nonblocking(graph)
-        irouter = Router(ideal_graph, routing=routing, seed=seed)
-        iprep = Preparer(ops, irouter, algo, ideal_graph, meta, plan_options, plans=prep.plans)
-        ideal_log = run_engine(workload, iprep, irouter, timing=timing, completion_quantile=quantile,
-                               bin_s=None, memoize=memoize, progress=progress, label=label,
-                               link_stats=False, memo=nvlink_records(records, prep, router))
+    if opts.ideal and ideal_log is None:
+        ideal_log = run_ideal(graph, prep, opts, workload, timing=timing, progress=progress, label=label,
+                              memo=nvlink_records(records, prep, router))
     if user_progress is not None:
         user_progress(1.0)
     trace_name = opts.trace_name or meta.get("name") or meta.get("source") or "trace"
     return build_result(ops=ops, log=log, ideal=ideal_log, router=router, graph=damaged, damage=damage,
                         trace_name=str(trace_name), world_size=world, timing=timing, algo=algo,
-                        routing=routing, seed=seed, wall0=wall0, completion_quantile=quantile)
+                        routing=routing, seed=seed, wall0=wall0, completion_quantile=quantile,
+                        roles=comm_roles(df, meta))

@@ -202,15 +202,16 @@ def run_point(trace_df: pd.DataFrame, point: Point, trace_name: str = "") -> dic
     return row
 
 
-def run_point_or_error(trace_df: pd.DataFrame, point: Point, trace_name: str = "") -> dict[str, Any] | CollsimError:
-    """:func:`run_point`, with a bad-input error returned instead of raised.
+def run_point_or_error(trace_df: pd.DataFrame, point: Point, trace_name: str = "",
+                       fn: Callable | None = None) -> dict[str, Any] | CollsimError:
+    """``fn`` (default :func:`run_point`), with a bad-input error returned instead of raised.
 
     On a Dask worker a raised error is also logged by the worker (several lines of log beside the one
     error line); returned, it reaches the client as a value and is raised there once. Internal failures
     (any other exception) still raise, with the worker's traceback.
     """
     try:
-        return run_point(trace_df, point, trace_name)
+        return (fn or run_point)(trace_df, point, trace_name)
     except CollsimError as exc:
         return exc
 
@@ -251,7 +252,7 @@ def _local_client(workers: int):
 
 def run_sweep(trace_df: pd.DataFrame, points: Sequence[Point], *, scheduler: str | None = None,
               workers: int = 2, serial: bool = False, client=None, trace_name: str = "",
-              on_done: Callable[[int], None] | None = None) -> pd.DataFrame:
+              on_done: Callable[[int], None] | None = None, point_fn: Callable | None = None) -> pd.DataFrame:
     """Run every point and return the sweep table (one row per point, in grid order).
 
     Options and topologies are checked here first, so a bad key, value or name fails before any work is sent.
@@ -274,6 +275,9 @@ def run_sweep(trace_df: pd.DataFrame, points: Sequence[Point], *, scheduler: str
         The ``trace`` of each summary.
     on_done : callable, optional
         Called with 1 each time a point finishes (a progress bar).
+    point_fn : callable, optional
+        ``point_fn(trace_df, point, trace_name) -> row`` instead of :func:`run_point` (a picklable
+        module-level function or partial; ``simrun compare`` also writes each point's folder).
 
     Returns
     -------
@@ -286,13 +290,14 @@ def run_sweep(trace_df: pd.DataFrame, points: Sequence[Point], *, scheduler: str
     """
     check_points(trace_df, points)
     done = on_done or (lambda _n: None)
+    fn = point_fn or run_point
     rows: list[dict[str, Any] | None] = [None] * len(points)
     if serial:
         for p in points:
-            rows[p.index] = _named(p, lambda p=p: run_point(trace_df, p, trace_name))
+            rows[p.index] = _named(p, lambda p=p: fn(trace_df, p, trace_name))
             done(1)
     else:
-        rows = _run_dask(trace_df, points, client, scheduler, workers, trace_name, done)
+        rows = _run_dask(trace_df, points, client, scheduler, workers, trace_name, done, fn)
     return _tidy(pd.DataFrame(rows))
 
 
@@ -353,7 +358,7 @@ def connect(scheduler: str):
         raise SimError(f"--scheduler {scheduler!r}: cannot connect to a Dask scheduler there ({reason})") from None
 
 
-def _run_dask(trace_df, points, client, scheduler, workers, trace_name, done) -> list[dict[str, Any]]:
+def _run_dask(trace_df, points, client, scheduler, workers, trace_name, done, fn=None) -> list[dict[str, Any]]:
     from distributed import as_completed
 
     own = client is None
@@ -364,7 +369,7 @@ def _run_dask(trace_df, points, client, scheduler, workers, trace_name, done) ->
         client, cluster = _local_client(workers)
     try:
         trace_f = client.scatter(trace_df, broadcast=True)  # sent once, not once per point
-        futures = {client.submit(run_point_or_error, trace_f, p, trace_name, pure=False): p.index
+        futures = {client.submit(run_point_or_error, trace_f, p, trace_name, fn, pure=False): p.index
                    for p in points}
         rows: list[dict[str, Any] | None] = [None] * len(points)
         for future in as_completed(futures):
@@ -401,6 +406,7 @@ def plot_sweep(table: pd.DataFrame, path: str | Path, title: str = "") -> Path:
     axes = fig.subplots(1, max(len(shown), 1), squeeze=False).ravel()
     vary = varying_columns(table)
     data = table.copy()
+    data["topo"] = data["topo"].map(lambda t: Path(str(t)).stem)  # a YAML path's name, not its folders
     hue = None
     if vary:
         hue = "setting"

@@ -26,6 +26,7 @@ SUBCOMMANDS: dict[str, str] = {
     "flows": "sim.cli.flows",
     "export": "sim.cli.export",
     "traces": "sim.cli.traces",
+    "compare": "sim.cli.compare",
 }
 _SHORT_HELP: dict[str, str] = {
     "run": "Replay a trace over a topology; write the summary and result files.",
@@ -37,6 +38,7 @@ _SHORT_HELP: dict[str, str] = {
     "flows": "Simulate raw flows from CSV or Parquet over a topology.",
     "export": "Write a trace as NCCL debug-log text.",
     "traces": "List the built-in traces.",
+    "compare": "One run per fabric and one side-by-side page with a verdict.",
 }
 
 
@@ -98,9 +100,9 @@ def main(argv: list[str] | None = None) -> None:
         rv = cli.main(args=argv, prog_name="simrun", standalone_mode=False)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
-    except _NO_ARGS_IS_HELP as exc:  # bare `simrun`: click's usage text, as click itself prints it
-        exc.show()
-        sys.exit(exc.exit_code)
+    except _NO_ARGS_IS_HELP as exc:  # bare ``simrun``: its usage, as a help page (exit 0)
+        click.echo(exc.ctx.get_help() if exc.ctx is not None else exc.format_message())
+        sys.exit(0)
     except click.exceptions.Abort:
         click.echo("simrun: aborted", err=True)
         sys.exit(130)

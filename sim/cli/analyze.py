@@ -79,7 +79,7 @@ def _print_counts(counts, comms) -> None:
 
 @click.command("analyze")
 @click.argument("trace")
-@click.option("--out", "out", type=click.Path(file_okay=False, path_type=Path), default=None,
+@click.option("-o", "--out", "out", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Output folder (default simrun-analyze/<trace-stem>/).")
 @click.option("--window", "window_s", type=float, default=None,
               help="Bandwidth window in seconds (default: a round value giving about 200 windows).")

@@ -53,9 +53,10 @@ def show_progress() -> bool:
 
 
 @contextmanager
-def progress_bar(total: float | None, description: str):
+def progress_bar(total: float | None, description: str, unit: str = ""):
     """A rich progress bar on a terminal, a no-op elsewhere.
 
+    With ``unit`` (``"collectives"``) the bar shows ``done/total unit``; else a percentage.
     Yields a callable ``advance(amount=1.0)``.
     """
     if not show_progress():
@@ -63,11 +64,32 @@ def progress_bar(total: float | None, description: str):
         return
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-    columns = (TextColumn("{task.description}"), BarColumn(), TextColumn("{task.percentage:>5.1f}%"),
-               TimeElapsedColumn(), TimeRemainingColumn())
+    count = (TextColumn("{task.completed:>,.0f}/{task.total:,.0f} " + unit) if unit
+             else TextColumn("{task.percentage:>5.1f}%"))
+    columns = (TextColumn("{task.description}"), BarColumn(), count, TimeElapsedColumn(), TimeRemainingColumn())
     with Progress(*columns, transient=True) as progress:
         task = progress.add_task(description, total=total)
         yield lambda amount=1.0: progress.advance(task, amount)
 
 
-__all__ = ["parse_set_options", "progress_bar", "show_progress"]
+def wide_console():
+    """A rich console; when output is redirected, wide enough that tables never truncate a value."""
+    from rich.console import Console
+
+    if sys.stdout.isatty():
+        return Console(soft_wrap=True)
+    return Console(soft_wrap=True, width=1000, no_color=True)
+
+
+def solver_needs_compile() -> bool:
+    """True when the compiled max-min kernel has no machine code cached yet (its first use compiles it)."""
+    import importlib.util
+    import os
+    from pathlib import Path
+
+    spec = importlib.util.find_spec("sim.network.maxmin_numba")
+    if spec is None or spec.origin is None:
+        return False
+    where = Path(os.environ.get("NUMBA_CACHE_DIR") or Path(spec.origin).parent / "__pycache__")
+    return not any(where.glob("maxmin_numba.max_min_kernel*.nbi")) if where.is_dir() else True
+__all__ = ["parse_set_options", "progress_bar", "show_progress", "solver_needs_compile", "wide_console"]

@@ -12,7 +12,7 @@ _EXPORT_FORMATS = ["nccl"]
 @click.command("export")
 @click.argument("trace")
 @click.option("--format", "fmt", required=True, help="Output format (only 'nccl': NCCL debug-log text).")
-@click.option("-o", "--output", "output", required=True, type=click.Path(path_type=Path),
+@click.option("-o", "--output", "--out", "output", required=True, type=click.Path(path_type=Path),
               help="Output file, or folder with --per-host.")
 @click.option("--per-host", is_flag=True, help="Write one log file per host into the OUTPUT folder.")
 def command(trace: str, fmt: str, output: Path, per_host: bool) -> None:

@@ -15,7 +15,7 @@ _FORMATS = ["auto", "nccl", "inspector", "profiler", "kineto", "param"]
 
 @click.command("ingest")
 @click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path))
-@click.option("-o", "--output", "output", required=True, type=click.Path(path_type=Path),
+@click.option("-o", "--output", "--out", "output", required=True, type=click.Path(path_type=Path),
               help="Parquet trace to write.")
 @click.option("--format", "fmt", type=click.Choice(_FORMATS), default="auto", show_default=True,
               help="Input format; auto detects it from each file's content.")

@@ -63,29 +63,63 @@ def run_options(set_values=(), *, algo="auto", routing="ecmp", seed=0, trace_nam
     return opts, topo_params
 
 
+#: Suffixes of measured traces that ``simrun ingest`` turns into a §3 Parquet trace.
+RAW_SUFFIXES = (".log", ".txt", ".json", ".gz", ".out")
+
+
+def check_trace_path(trace: str) -> None:
+    """A raw log given where a §3 trace is expected: say what to run first.
+
+    Raises
+    ------
+    click.BadParameter
+        For a ``.log`` / ``.txt`` / ``.json`` file.
+    """
+    if Path(trace).suffix.lower() in RAW_SUFFIXES and Path(trace).exists():
+        raise click.BadParameter(f"{trace} looks like a measured log, not a §3 Parquet trace; convert it first: "
+                                 f"simrun ingest {trace} -o {Path(trace).stem}.parquet", param_hint="--trace")
+
+
+def count_ops(df) -> int:
+    """Collectives (one per ``(comm, seq)``) plus Send/Recv pairs of a trace (the progress bar's total)."""
+    p2p = df["op"].isin(["Send", "Recv"]).to_numpy()
+    coll = df[~p2p]
+    return int(len(coll.drop_duplicates(["comm", "seq"])) + p2p.sum() // 2)
+
+
 def run(trace: str, topo: str, *, set_values=(), algo="auto", routing="ecmp", seed=0, out=None,
         fail_links=None, degrade_links=None, stragglers=(), timing=None, quantile=None, plots=True,
-        progress=None):
-    """Read, simulate and write; return ``(result, out_dir)`` (the CLI's whole job, minus printing)."""
+        progress=None, force=False, on_trace=None):
+    """Read, simulate and write; return ``(result, out_dir)`` (the CLI's whole job, minus printing).
+
+    ``on_trace(df)`` is called once the trace is read (the CLI sizes its progress bar from it).
+    """
     from sim.replay import simulate
+    from sim.results.outdir import clear_outputs
     from traces.io import read_trace
 
     opts, _ = run_options(set_values, algo=algo, routing=routing, seed=seed, trace_name=Path(trace).name,
                           progress=progress, timing=timing, completion_quantile=quantile,
                           fail_links=fail_links, degrade_links=degrade_links, stragglers=tuple(stragglers))
-    df = read_trace(trace)
-    result = simulate(df, topo, options=opts)
+    check_trace_path(trace)
     out_dir = Path(out) if out else default_out(trace, topo)
+    clear_outputs(out_dir, force)  # before the work: a refused folder fails fast
+    df = read_trace(trace)
+    if on_trace is not None:
+        on_trace(df)
+    result = simulate(df, topo, options=opts)
     result.write(out_dir, plots=plots)
     return result, out_dir
 
 
-def _print_table(result, out_dir: Path) -> None:
-    from rich.console import Console
+def _print_table(result, out_dir: Path, plots: bool = True) -> None:
     from rich.table import Table
 
+    from sim.cli.common import wide_console
+    from sim.results.fmt import ms, pct
+
     s = result.summary
-    console = Console(soft_wrap=True)
+    console = wide_console()
     t = Table(title=f"{s['trace']} on {s['topology']} ({s['world_size']} GPUs)", show_header=False)
     t.add_column("what")
     t.add_column("value", justify="right")
@@ -95,6 +129,14 @@ def _print_table(result, out_dir: Path) -> None:
         t.add_row("ideal (non-blocking fabric)", f"{ideal * 1e3:.3f} ms  (x{s['makespan_s'] / ideal:.3f})")
     if s.get("slowdown_p50") is not None:
         t.add_row("collective slowdown p50 / p99", f"{s['slowdown_p50']:.3f} / {s['slowdown_p99']:.3f}")
+    if s.get("exposed_comm_s") is not None:
+        t.add_row("exposed communication (critical path)",
+                  f"{ms(s['exposed_comm_s'])}  ({pct(s.get('exposed_comm_share'))} of makespan)")
+        t.add_row("time in collectives per rank", ms(s.get("comm_time_s")))
+    if s.get("fabric_delay_s") is not None:
+        t.add_row("fabric delay (sum of duration - ideal)",
+                  f"{ms(s['fabric_delay_s'])}  ({pct(s.get('fabric_delay_share'))} of makespan)")
+    t.add_row("timing", str(s.get("timing")))
     t.add_row("collectives / flows", f"{s['collectives']:,} / {s['flows']:,}")
     t.add_row("bytes on wire", f"{s['bytes_on_wire'] / 1e9:.3f} GB")
     t.add_row("link utilisation max / mean", f"{s['max_link_utilization']:.3f} / {s['mean_link_utilization']:.3f}")
@@ -107,16 +149,52 @@ def _print_table(result, out_dir: Path) -> None:
         t.add_row("skipped", ", ".join(f"{k} {v}" for k, v in skipped.items()))
     t.add_row("simulation wall time", f"{s['sim_wall_s']:.2f} s")
     console.print(t)
-    hot = s.get("hot_links") or []
-    if hot:
-        h = Table(title="worst links")
-        h.add_column("link")
-        h.add_column("mean utilisation", justify="right")
-        h.add_column("GB", justify="right")
-        for item in hot[:5]:
-            h.add_row(item["link"], f"{item['utilization']:.3f}", f"{item['bytes'] / 1e9:.3f}")
+    roles = s.get("by_role") or {}
+    if roles:
+        r = Table(title="per communicator role")
+        for head in ("role", "calls", "time", "exposed", "fabric delay", "slowdown p99"):
+            r.add_column(head, justify="left" if head == "role" else "right")
+        for name, f in roles.items():
+            p99 = f.get("slowdown_p99")
+            r.add_row(name, f"{f['calls']:,}", ms(f["time_s"]), ms(f["exposed_s"]), ms(f["fabric_delay_s"]),
+                      "n/a" if p99 is None else f"x{p99:.3f}")
+        console.print(r)
+    tiers = s.get("tiers") or {}
+    if tiers:
+        tt = Table(title="per link tier")
+        for head in ("tier", "links used", "peak", "most time above 90 %", "links above 90 %"):
+            tt.add_column(head, justify="left" if head == "tier" else "right")
+        for name, f in tiers.items():
+            tt.add_row(name, f"{f['links_used']}/{f['links']}", pct(f["peak_utilization"]),
+                       ms(f["busy_above_90_max_s"]), f"{f['links_above_90']}")
+        console.print(tt)
+    worst = s.get("worst_collectives") or []
+    if worst:
+        w = Table(title="collectives the fabric delayed most")
+        for head in ("collective", "start", "duration", "ideal", "delay", "waited at"):
+            w.add_column(head, justify="left" if head in ("collective", "waited at") else "right")
+        for c in worst[:5]:
+            where = c["waited_at"] + (f" ({pct(c['waited_at_utilization'])} busy)" if c["waited_at"] else "")
+            w.add_row(f"{c['op']} {c['comm']}#{c['seq']} ({c['role']})", ms(c["start_s"]), ms(c["duration_s"]),
+                      ms(c["ideal_s"]), ms(c["fabric_delay_s"]), where or "-")
+        console.print(w)
+    busiest = s.get("busiest_links") or []
+    if busiest:
+        h = Table(title="busiest links (time above 90 %, then peak)")
+        for head in ("link", "time above 90 %", "peak", "mean", "GB"):
+            h.add_column(head, justify="left" if head == "link" else "right")
+        for item in busiest[:5]:
+            h.add_row(item["link"], ms(item["busy_above_90_s"]), pct(item["peak_utilization"]),
+                      pct(item["utilization"]), f"{item['bytes'] / 1e9:.3f}")
         console.print(h)
-    console.print(f"wrote {out_dir}/ (summary.json, *.parquet, report.html, timeline.json)")
+    from sim.results.timeline import flow_stride
+
+    stride = flow_stride(int(s["flows"]))
+    if stride > 1:
+        console.print(f"timeline.json holds one flow in {stride} ({-(-int(s['flows']) // stride):,} of "
+                      f"{s['flows']:,}; all collectives)", highlight=False)
+    files = "summary.json, *.parquet, " + ("report.html, " if plots else "") + "timeline.json"
+    console.print(f"wrote {out_dir}/ ({files})", highlight=False)
 
 
 @click.command("run")
@@ -127,8 +205,9 @@ def _print_table(result, out_dir: Path) -> None:
 @click.option("--algo", type=click.Choice(["auto", "ring", "tree", "direct"]), default="auto", show_default=True)
 @click.option("--routing", type=click.Choice(["ecmp", "spray", "single"]), default="ecmp", show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--out", "out", type=click.Path(file_okay=False), default=None,
-              help="Output folder [default: simrun-out/<trace>-<topo>/].")
+@click.option("-o", "--out", "out", type=click.Path(file_okay=False), default=None,
+              help="Output folder [default: simrun-out/<trace>-<topo>/]; a previous run's files there are replaced.")
+@click.option("--force", is_flag=True, help="Write into a folder that holds files collsim did not write.")
 @click.option("--json", "as_json", is_flag=True, help="Print summary.json to stdout instead of the table.")
 @click.option("--fail-links", default=None, metavar="N|u-v,...",
               help="Fail N switch links (seeded) or named ones; ITEM@T1-T2 for a window, @T1-T2/PERIOD to flap.")
@@ -137,32 +216,62 @@ def _print_table(result, out_dir: Path) -> None:
                    "ITEM@T1-T2 for a window.")
 @click.option("--straggler", "stragglers", multiple=True, metavar="RANK:DELAY_US",
               help="Delay every op of RANK by DELAY_US (repeatable).")
-@click.option("--timing", type=click.Choice(["auto", "trace", "asap"]), default=None,
-              help="trace: honour recorded issue times; asap: back to back; auto: trace when known. "
-                   "[default: auto]")
+@click.option("--timing", type=click.Choice(["auto", "gaps", "trace", "asap"]), default=None,
+              help="gaps: keep each rank's compute gaps, the network moves what follows (what-if); trace: "
+                   "recorded issue times are a floor; asap: back to back; auto: gaps when issue times are known, "
+                   "else asap. [default: auto]")
 @click.option("--quantile", type=float, default=None,
               help="Completion batching of the flow network, 0 <= q < 1: 0 re-solves at every completion "
                    "(exact); q jumps to the q-quantile of predicted finishes (see docs/simulator.md for the "
                    f"error). [default: {DEFAULT_QUANTILE}]")
 @click.option("--no-report", is_flag=True, help="Skip report.html and its plots.")
-def command(trace, topo, set_values, algo, routing, seed, out, as_json, fail_links, degrade_links, stragglers,
-            timing, quantile, no_report) -> None:
+def command(trace, topo, set_values, algo, routing, seed, out, force, as_json, fail_links, degrade_links,
+            stragglers, timing, quantile, no_report) -> None:
     """Replay trace T over topology X; print a summary table and write the result files."""
-    with progress_bar(1.0, "simulating") as advance:
-        state = {"last": 0.0}
+    from sim.cli.common import show_progress, solver_needs_compile
 
-        def progress(fraction: float) -> None:
-            advance(max(0.0, fraction - state["last"]))
-            state["last"] = fraction
+    state = {"last": 0, "total": 0, "advance": None}
+    if show_progress() and solver_needs_compile():
+        click.echo("compiling the max-min solver (first use only; cached for later runs)...", err=True)
 
+    def on_trace(df) -> None:
+        state["total"] = 2 * count_ops(df)  # the fabric replay and the ideal reference
+
+    def progress(fraction: float) -> None:
+        if state["advance"] is not None:
+            done = int(round(fraction * state["total"]))
+            state["advance"](max(0, done - state["last"]))
+            state["last"] = done
+
+    with _lazy_bar(state) as bar:
         result, out_dir = run(trace, topo, set_values=set_values, algo=algo, routing=routing, seed=seed,
                               out=out, fail_links=fail_links, degrade_links=degrade_links,
                               stragglers=stragglers, timing=timing, quantile=quantile, plots=not no_report,
-                              progress=progress)
+                              progress=progress, force=force, on_trace=lambda df: (on_trace(df), bar()))
     if as_json:
         sys.stdout.write((out_dir / "summary.json").read_text())
         return
-    _print_table(result, out_dir)
+    _print_table(result, out_dir, plots=not no_report)
 
 
-__all__ = ["DEFAULT_QUANTILE", "FLAGS", "SIM_KEYS", "command", "default_out", "run", "run_options", "split_set"]
+class _lazy_bar:  # noqa: N801 - a context manager used like a function
+    """Opens the progress bar once the trace is read and its collectives counted."""
+
+    def __init__(self, state: dict) -> None:
+        self.state = state
+        self.cm = None
+
+    def __enter__(self):
+        def open_bar() -> None:
+            self.cm = progress_bar(self.state["total"], "replaying (fabric and ideal reference)", unit="collectives")
+            self.state["advance"] = self.cm.__enter__()
+        return open_bar
+
+    def __exit__(self, *exc) -> bool:
+        if self.cm is not None:
+            self.cm.__exit__(*exc)
+        return False
+
+
+__all__ = ["DEFAULT_QUANTILE", "FLAGS", "SIM_KEYS", "check_trace_path", "command", "count_ops", "default_out",
+           "run", "run_options", "split_set"]

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from sim.cli.common import parse_set_options, progress_bar
+from sim.cli.common import parse_set_options, progress_bar, wide_console
 
 #: Summary figures printed in the terminal table (column, heading, scale), when the summary has them.
 SHOWN = (("makespan_s", "makespan ms", 1e3), ("ideal_makespan_s", "ideal ms", 1e3),
@@ -27,7 +27,12 @@ def parse_grid(values: tuple[str, ...]) -> dict[str, list]:
     from sim.sweep import split_grid_values
 
     grid = {}
-    for key, raw in parse_set_options(values).items():
+    try:
+        items = parse_set_options(values)
+    except click.BadParameter as exc:  # "k=1,2": a comma separates keys, not values
+        raise click.BadParameter(f"{exc.message}; grid values are separated by '|', as in --set \"k=1|2\"",
+                                 param_hint="--set") from None
+    for key, raw in items.items():
         grid[key] = split_grid_values(raw, lambda part, key=key: parse_set_options([f"{key}={part}"])[key])
     return grid
 
@@ -40,7 +45,6 @@ def _fmt(value, scale: float = 1.0) -> str:
 
 
 def _print_table(table, points) -> None:
-    from rich.console import Console
     from rich.table import Table
 
     from sim.sweep import varying_columns
@@ -54,11 +58,18 @@ def _print_table(table, points) -> None:
         out.add_column(head, justify="right")
     for row in table.to_dict("records"):
         out.add_row(*(_fmt(row[c]) for c in params), *(_fmt(row[c], scale) for c, _, scale in shown))
-    console = Console(soft_wrap=True)
+    console = wide_console()
     console.print(out)
-    if "makespan_s" in table.columns and table["makespan_s"].notna().any():
-        best = int(table["makespan_s"].idxmin())
-        console.print(f"fastest: {points[best].label()} (makespan {table['makespan_s'][best]:.4g} s)")
+    for line in verdict_lines(table, points):
+        console.print(line, highlight=False)
+
+
+def verdict_lines(table, points) -> list[str]:
+    """The ranking of :mod:`sim.results.verdict` per question, over the points' labels (ties called ties)."""
+    from sim.results.verdict import verdicts
+
+    rows = [dict(row, label=p.label()) for row, p in zip(table.to_dict("records"), points, strict=True)]
+    return [text for _, _, text in verdicts(rows, label="label")]
 
 
 @click.command("sweep")
@@ -73,7 +84,7 @@ def _print_table(table, points) -> None:
 @click.option("--workers", type=click.IntRange(min=1), default=2, show_default=True,
               help="Worker processes of the local Dask cluster (without --scheduler).")
 @click.option("--serial", is_flag=True, help="Run the points in this process, without Dask.")
-@click.option("--out", "out", type=click.Path(file_okay=False, path_type=Path), default=None,
+@click.option("-o", "--out", "out", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Output folder (default simrun-sweep/<trace-stem>/).")
 def command(trace: str, topos: str, sets: tuple[str, ...], algos: str, routings: str, seed: int,
             scheduler: str | None, workers: int, serial: bool, out: Path | None) -> None:
@@ -96,7 +107,10 @@ def command(trace: str, topos: str, sets: tuple[str, ...], algos: str, routings:
     with progress_bar(len(points), f"sweep ({len(points)} points)") as advance:
         table = run_sweep(df, points, scheduler=scheduler, workers=workers, serial=serial, trace_name=name,
                           on_done=advance)
+    from sim.results.outdir import clear_outputs
+
     folder = out if out is not None else Path("simrun-sweep") / Path(trace).stem
+    clear_outputs(folder, force=True)  # a previous sweep's files go; other files stay
     folder.mkdir(parents=True, exist_ok=True)
     table.to_parquet(folder / "sweep.parquet", index=False)
     plot_sweep(table, folder / "sweep.png", title=f"{name}: which topology wins (lower is better)")

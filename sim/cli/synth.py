@@ -12,7 +12,7 @@ _INFERENCE_ONLY = ("engine", "requests", "prompt_tokens", "output_tokens", "arri
 
 @click.command("synth")
 @click.argument("model")
-@click.option("-o", "--output", "output", required=True, type=click.Path(dir_okay=False),
+@click.option("-o", "--output", "--out", "output", required=True, type=click.Path(dir_okay=False),
               help="Parquet file to write.")
 @click.option("--mode", type=click.Choice(["inference", "training"]), default="inference", show_default=True)
 @click.option("--engine", type=click.Choice(["reference", "vllm", "sglang"]), default=None,

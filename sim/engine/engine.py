@@ -14,8 +14,9 @@ Semantics
   ``j + 1`` once step ``j`` is done on that rank (one stream per rank), so ops on one communicator run in
   order; ops of different communicators overlap across ranks and inside a group.
 * Issue times (:meth:`Engine._issue_time`): ``timing="asap"``: as soon as the previous step is done.
-  ``timing="trace"``: ``max(t_start_j, done_{j-1} + gap_j)``, where ``gap_j`` is the recorded compute gap
-  (``t_start_j`` minus the recorded end of step ``j - 1``; 0 when durations are unknown). A straggler's
+  ``timing="gaps"`` (what-if replay): ``done_{j-1} + gap_j``, where ``gap_j`` is the recorded compute gap
+  (``t_start_j`` minus the recorded end of step ``j - 1``); the first step at its ``t_start``.
+  ``timing="trace"``: ``max(t_start_j, done_{j-1} + gap_j)`` (recorded issue times are a floor). A straggler's
   program then sleeps its delay (slow compute) before it issues the step.
 * An op instance starts when all its member steps have been issued; its transfers then run as
   :mod:`sim.engine.transfers` says; the op ends when its last transfer is done.
@@ -75,6 +76,8 @@ class EngineLog:
     memo_records: int = 0
     network_events: int = 0
     memo_materialised: int = 0
+    step_issue_s: np.ndarray | None = None   # when each step was issued (rank programs: ``workload``)
+    workload: Workload | None = None
 
 
 def _op_label(op: int) -> str:
@@ -91,7 +94,7 @@ class Engine:
         One per op instance (ops with equal keys may share one object).
     network : FlowNetwork
         A fresh network; its capacities are the links' nominal ones.
-    timing : {"trace", "asap"}
+    timing : {"gaps", "trace", "asap"}
     bin_s : float, optional
         Fixed width of the utilisation time bins; adaptive (~128-256 bins over the run) when omitted.
     memoize : bool
@@ -115,8 +118,8 @@ class Engine:
                  link_stats: bool = True, progress: Callable[[int], None] | None = None,
                  label: Callable[[int], str] | None = None, processes: Sequence[Callable] = (),
                  link_names=None) -> None:
-        if timing not in ("trace", "asap"):
-            raise SimError(f"timing {timing!r} is not one of: trace, asap")
+        if timing not in ("gaps", "trace", "asap"):
+            raise SimError(f"timing {timing!r} is not one of: gaps, trace, asap")
         w = workload
         self.w = workload
         self.ops = ops
@@ -143,6 +146,7 @@ class Engine:
         steps_of = np.repeat(np.arange(w.n_steps, dtype=np.int64), np.diff(w.step_op_ptr))
         order = np.argsort(w.step_op_idx, kind="stable")
         self.op_step_idx = steps_of[order]
+        self.step_issue = np.full(w.n_steps, np.nan)
         self.op_step_ptr = np.zeros(w.n_ops + 1, dtype=np.int64)
         np.cumsum(np.bincount(w.step_op_idx, minlength=w.n_ops), out=self.op_step_ptr[1:])
         self.step_left = np.diff(w.step_op_ptr).astype(np.int64)
@@ -165,11 +169,14 @@ class Engine:
     # -- rank programs ------------------------------------------------------------------------------
     def _issue_time(self, step: int, prev_done: float | None) -> float:
         """When a rank issues ``step``, given when its previous step was done (None: the first step)."""
-        if self.timing == "trace":
+        if self.timing in ("trace", "gaps"):
             t0 = float(self.w.step_t_start_s[step])
             if prev_done is None:
                 return t0
-            return max(t0, prev_done + float(self.w.step_gap_s[step]))
+            # gaps: the recorded compute gap after the previous step, no absolute floor, so the network
+            # moves everything after it (what-if replay); trace: recorded issue times are a floor
+            after = prev_done + float(self.w.step_gap_s[step])
+            return after if self.timing == "gaps" else max(t0, after)
         return 0.0 if prev_done is None else prev_done
 
     def _program(self, prog: int, first: int, end: int):
@@ -187,6 +194,7 @@ class Engine:
 
     def _issue(self, step: int, t: float) -> None:
         w = self.w
+        self.step_issue[step] = t
         for op in w.step_op_idx[w.step_op_ptr[step]: w.step_op_ptr[step + 1]].tolist():
             self.op_wait[op] -= 1
             if self.op_wait[op] == 0:
@@ -348,7 +356,8 @@ class Engine:
             flow_op=cols["op"], flow_path=cols["path"], flow_bytes=cols["bytes"], flow_start_s=cols["start"],
             flow_sent_s=cols["sent"], flow_end_s=cols["end"], paths=self.paths, link_stats=self.stats,
             makespan_s=makespan, memo_hits=self.memo_hits, memo_records=self.memo_records,
-            network_events=self.netproc.events, memo_materialised=self.materialised)
+            network_events=self.netproc.events, memo_materialised=self.materialised,
+            step_issue_s=self.step_issue, workload=self.w)
 
     def _check_complete(self) -> None:
         missing = np.flatnonzero(np.isnan(self.op_end))

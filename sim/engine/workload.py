@@ -16,7 +16,7 @@ import pandas as pd
 
 from sim.errors import SimError
 
-__all__ = ["OpTable", "Workload", "build_ops", "build_workload"]
+__all__ = ["OpTable", "Workload", "build_ops", "build_workload", "ideal_gaps"]
 
 
 @dataclass(frozen=True)
@@ -235,3 +235,27 @@ def build_workload(df: pd.DataFrame, row_op: np.ndarray, n_ops: int, op_key: lis
     return Workload(n_ops=n_ops, op_key=op_key, prog_ptr=prog_ptr, prog_delay_s=delay,
                     step_op_ptr=step_op_ptr, step_op_idx=po.astype(np.int64), step_t_start_s=ts,
                     step_gap_s=gap)
+
+
+def ideal_gaps(workload: Workload, op_end_s: np.ndarray) -> np.ndarray:
+    """Compute gap of each step: its recorded issue time minus the end of the step before (``op_end_s``).
+
+    Used for ``timing="gaps"`` on a trace without recorded durations: the ends come from the ideal
+    replay, so that replay keeps the trace's timeline and a slower fabric pushes what follows back.
+
+    Examples
+    --------
+    >>> w = Workload(n_ops=2, op_key=[None, None], prog_ptr=np.array([0, 2]), prog_delay_s=np.zeros(1),
+    ...              step_op_ptr=np.array([0, 1, 2]), step_op_idx=np.array([0, 1]),
+    ...              step_t_start_s=np.array([0.0, 5.0]), step_gap_s=np.zeros(2))
+    >>> ideal_gaps(w, np.array([2.0, 6.0])).tolist()
+    [0.0, 3.0]
+    """
+    n = workload.n_steps
+    if n == 0:
+        return np.zeros(0)
+    done = np.maximum.reduceat(op_end_s[workload.step_op_idx], workload.step_op_ptr[:-1])
+    prev = np.r_[np.nan, done[:-1]]
+    prev[workload.prog_ptr[:-1][np.diff(workload.prog_ptr) > 0]] = np.nan  # first step of a program
+    gap = workload.step_t_start_s - prev
+    return np.clip(np.nan_to_num(gap, nan=0.0), 0.0, None)

@@ -8,6 +8,7 @@ import networkx as nx
 
 from sim.engine.engine import EngineLog
 from sim.results import metrics
+from sim.results.answer import answer_figures
 from sim.results.incast import incast_events
 from sim.results.result import Result
 
@@ -16,7 +17,7 @@ __all__ = ["build_result"]
 
 def build_result(*, ops, log: EngineLog, ideal: EngineLog | None, router, graph: nx.Graph, damage,
                  trace_name: str, world_size: int, timing: str, algo: str, routing: str, seed: int,
-                 wall0: float, completion_quantile: float = 0.0) -> Result:
+                 wall0: float, completion_quantile: float = 0.0, roles: dict | None = None) -> Result:
     """Assemble the tables and the summary of a replay (used by :func:`sim.simulate`).
 
     Parameters
@@ -31,6 +32,9 @@ def build_result(*, ops, log: EngineLog, ideal: EngineLog | None, router, graph:
     damage : sim.anomalies.Damage
     trace_name, world_size, timing, algo, routing, seed, completion_quantile
         Echoed in the summary.
+    roles : dict, optional
+        Communicator -> role (TP / EP / DP / PP ...) for the per-role breakdown
+        (:func:`sim.results.answer.comm_roles`).
     wall0 : float
         ``time.perf_counter()`` at the start of the replay (for ``sim_wall_s``).
 
@@ -55,6 +59,8 @@ def build_result(*, ops, log: EngineLog, ideal: EngineLog | None, router, graph:
     summary = metrics.summary(trace=trace_name, topology=str(graph.graph.get("name", "topology")),
                               world_size=world_size, coll=coll, links=links, incast=incast, log=log,
                               ideal_log=ideal, imbalance=imbalance, n_flows=len(log.flow_path), extra=extra)
+    summary.update(answer_figures(coll=coll, links=links, log=log, ideal_log=ideal, graph=graph,
+                                  link_names=router.links, roles=roles, world_size=world_size, timing=timing))
     summary["sim_wall_s"] = time.perf_counter() - wall0
     return Result(summary=summary, collectives=coll, links=links, link_timeseries=series, incast=incast,
                   log=log, link_names=router.links, graph=graph)

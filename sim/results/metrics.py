@@ -118,6 +118,8 @@ def summary(*, trace: str, topology: str, world_size: int, coll: pd.DataFrame, l
     """The SPEC §6 ``summary.json`` dict (plus extras: ECMP imbalance, memo and event counts)."""
     used = links[links["bytes"] > 0]
     hot = links.sort_values(["mean_utilization", "bytes"], ascending=False).head(10)
+    # busiest links: longest time above 90 % first, then peak (a mean over the run washes bursts out)
+    busiest = links.sort_values(["busy_above_90_s", "peak_utilization", "bytes"], ascending=False).head(10)
     sl = coll["slowdown"].to_numpy(np.float64)
     sl = sl[np.isfinite(sl)]
     out = {
@@ -134,6 +136,10 @@ def summary(*, trace: str, topology: str, world_size: int, coll: pd.DataFrame, l
         "peak_link_utilization": float(links["peak_utilization"].max()) if len(links) else 0.0,
         "hot_links": [{"link": f"{r.src}->{r.dst}", "utilization": float(r.mean_utilization),
                        "bytes": float(r.bytes)} for r in hot.itertuples(index=False) if r.bytes > 0],
+        "busiest_links": [{"link": f"{r.src}->{r.dst}", "kind": str(r.kind),
+                           "busy_above_90_s": float(r.busy_above_90_s),
+                           "peak_utilization": float(r.peak_utilization), "utilization": float(r.mean_utilization),
+                           "bytes": float(r.bytes)} for r in busiest.itertuples(index=False) if r.bytes > 0],
         "incast_events": int(len(incast)),
         "max_incast_fanin": int(incast["fanin"].max()) if len(incast) else 0,
         "slowdown_p50": float(np.percentile(sl, 50)) if len(sl) else None,

@@ -1,23 +1,24 @@
-"""``report.html`` with seaborn plots (PNG beside it) and ``timeline.json`` (Chrome trace format).
+"""``report.html``: what a person reads after a run. The run's identity, the verdict, then figures.
 
-Plots: link utilisation by tier over time (heatmap), slowdown CDF, the hottest links, incast timeline.
+Order: a header that identifies the run (trace, topology with every parameter, anomalies, routing,
+algorithm, timing, seed, collsim version); the verdict (where this workload hurts the fabric, in
+sentences); headline figures with units; the per-communicator-role and per-op tables; link tiers; hot
+links ranked by time above 90 % with the time series of the top ones; the slowdown CDF per op type;
+incast by switch port; the collectives the fabric delayed most. Each figure has a sentence on how to read
+it; a run without network traffic says so in words instead of drawing empty plots. Nothing time- or
+machine-dependent is written (no wall time, no dates), so identical runs give identical pages.
 """
 
 from __future__ import annotations
 
-import html
-import json
 from pathlib import Path
 
-import numpy as np
-import pandas as pd
+from sim.results import report_plots
+from sim.results.fmt import esc, gb, ms, pct, table_html, us, x
+from sim.results.timeline import MAX_TIMELINE_FLOWS, write_timeline
+from sim.results.verdict import STATED_ERROR_REL
 
-from sim.results.metrics import TIER
-
-#: Most incast events drawn in the timeline plot (the largest estimated bursts).
-MAX_PLOTTED_INCAST = 2_000
-#: Most flows written to timeline.json (the earliest ones); the collectives are always all written.
-MAX_TIMELINE_FLOWS = 20_000
+__all__ = ["FIDELITY", "MAX_TIMELINE_FLOWS", "header_rows", "verdict_sentences", "write_report", "write_timeline"]
 
 FIDELITY = (
     "Flow-level model: every transfer is a flow whose rate is max-min fair over directed link capacities, "
@@ -27,178 +28,180 @@ FIDELITY = (
     "mark where those would happen; their buffer figure is an estimate (demand above capacity for one "
     "round trip)."
 )
+_CSS = ("body{font-family:system-ui,sans-serif;max-width:1150px;margin:auto;padding:0 14px;color:#222}"
+        "img{max-width:100%;display:block;margin:6px 0}table{border-collapse:collapse;margin:6px 0}"
+        "td,th{text-align:right;padding:3px 10px;border-bottom:1px solid #ddd}th:first-child{text-align:left}"
+        "thead th{background:#eee}.verdict li{margin:4px 0}.how{color:#444;font-size:0.95em}"
+        "header{background:#f6f6f6;padding:8px 14px;border-radius:6px}header td{text-align:left}.note{color:#555;font-size:0.9em}")
 
 
-def _tier_of(links: pd.DataFrame, graph) -> pd.Series:
-    """Tier label of each directed link: its kind, plus up/down for switch links."""
-    kind = {n: d.get("kind") for n, d in graph.nodes(data=True)} if graph is not None else {}
-    st = links["src"].map(lambda n: TIER.get(kind.get(n), 0))
-    dt = links["dst"].map(lambda n: TIER.get(kind.get(n), 0))
-    direction = np.where(dt > st, " up", np.where(dt < st, " down", ""))
-    return links["kind"].astype(str) + direction
+def _version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("collsim")
+    except Exception:  # not installed (a source tree on PYTHONPATH)
+        return "unknown"
 
 
-def _plots(result, out: Path) -> list[tuple[str, str]]:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import seaborn as sns
-
-    sns.set_theme(style="whitegrid", context="notebook")
-    figs: list[tuple[str, str]] = []
-
-    # 1. utilisation heatmap by tier over time
-    ts = result.link_timeseries
-    if len(ts):
-        names = result.link_names
-        tier = _tier_of(names, result.graph)
-        key = names["src"].astype(str) + "->" + names["dst"].astype(str)
-        tier_of = dict(zip(key, tier, strict=True))
-        frame = ts.assign(tier=(ts["src"] + "->" + ts["dst"]).map(tier_of))
-        frame = frame.assign(t_ms=(frame["t_s"] * 1e3).round(4))
-        grid = frame.pivot_table(index="tier", columns="t_ms", values="utilization", aggfunc="mean")
-        fig, ax = plt.subplots(figsize=(11, 0.5 * len(grid) + 2))
-        sns.heatmap(grid, ax=ax, cmap="rocket_r", vmin=0, vmax=1, cbar_kws={"label": "mean utilisation"},
-                    xticklabels=max(1, grid.shape[1] // 10))
-        ax.set_xlabel("time (ms, bin start)")
-        ax.set_ylabel("link tier")
-        ax.set_title("Link utilisation by tier over time (mean over the tier's busy links)")
-        fig.tight_layout()
-        fig.savefig(out / "utilization_heatmap.png", dpi=90)
-        plt.close(fig)
-        figs.append(("utilization_heatmap.png", "Link utilisation by tier over time"))
-
-    # 2. slowdown CDF
-    coll = result.collectives
-    sl = coll[np.isfinite(coll["slowdown"])]
-    if len(sl):
-        fig, ax = plt.subplots(figsize=(7, 4.5))
-        sns.ecdfplot(data=sl, x="slowdown", hue="op", ax=ax)
-        ax.set_xlabel("slowdown (duration / ideal on a non-blocking fabric)")
-        ax.set_title("Collective slowdown CDF")
-        fig.tight_layout()
-        fig.savefig(out / "slowdown_cdf.png", dpi=90)
-        plt.close(fig)
-        figs.append(("slowdown_cdf.png", "Slowdown CDF per op"))
-
-    # 3. hot links
-    links = result.links
-    hot = links[links["bytes"] > 0].nlargest(10, "mean_utilization")
-    if len(hot):
-        hot = hot.assign(link=hot["src"] + "->" + hot["dst"])
-        fig, ax = plt.subplots(figsize=(8, 0.4 * len(hot) + 1.5))
-        sns.barplot(data=hot, y="link", x="mean_utilization", hue="kind", dodge=False, ax=ax)
-        ax.set_xlabel("mean utilisation over the run")
-        ax.set_ylabel("")
-        ax.set_title("Hottest links")
-        fig.tight_layout()
-        fig.savefig(out / "hot_links.png", dpi=90)
-        plt.close(fig)
-        figs.append(("hot_links.png", "Top 10 links by mean utilisation"))
-
-    # 4. incast timeline
-    inc = result.incast
-    fig, ax = plt.subplots(figsize=(10, 4.5))
-    shown = ""
-    if len(inc) > MAX_PLOTTED_INCAST:  # the strongest bursts; the parquet file has them all
-        shown = f" ({MAX_PLOTTED_INCAST:,} largest bursts of {len(inc):,})"
-        inc = inc.nlargest(MAX_PLOTTED_INCAST, "est_buffer_bytes").sort_values("t_start_s")
-    if len(inc):
-        ports = {p: i for i, p in enumerate(pd.unique(inc["port"]))}
-        y = inc["port"].map(ports).to_numpy()
-        ax.hlines(y, inc["t_start_s"] * 1e3, inc["t_end_s"] * 1e3, colors="tab:red", linewidth=3)
-        sc = ax.scatter(inc["t_start_s"] * 1e3, y, c=inc["fanin"], cmap="viridis", s=14, zorder=3)
-        fig.colorbar(sc, ax=ax, label="fan-in (senders)")
-        if len(ports) <= 30:
-            ax.set_yticks(range(len(ports)), list(ports))
-        else:
-            ax.set_ylabel(f"egress port ({len(ports)} ports)")
-    else:
-        ax.text(0.5, 0.5, "no incast event: no switch port saw two or more senders above its capacity",
-                ha="center", va="center", transform=ax.transAxes)
-    ax.set_xlabel("time (ms)")
-    ax.set_title(f"Incast events at switch egress ports{shown}")
-    fig.tight_layout()
-    fig.savefig(out / "incast_timeline.png", dpi=90)
-    plt.close(fig)
-    figs.append(("incast_timeline.png", "Incast events over time"))
-    return figs
-
-
-def write_report(result, out_dir: str | Path) -> Path:
-    """Write ``report.html`` and its PNG plots into ``out_dir``."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    figs = _plots(result, out)
+def header_rows(result) -> list[list[str]]:
+    """(what, value) rows that identify the run."""
     s = result.summary
-    rows = "".join(f"<tr><th>{html.escape(str(k))}</th><td>{html.escape(_fmt(v))}</td></tr>"
-                   for k, v in s.items() if k != "hot_links")
-    imgs = "".join(f"<h2>{html.escape(title)}</h2><img src='{name}' alt='{html.escape(title)}'>"
-                   for name, title in figs)
-    page = (f"<!doctype html><html><head><meta charset='utf-8'><title>collsim: {html.escape(str(s.get('trace')))}"
-            f" on {html.escape(str(s.get('topology')))}</title>"
-            "<style>body{font-family:sans-serif;max-width:1100px;margin:auto}img{max-width:100%}"
-            "td,th{text-align:left;padding:2px 8px}</style></head><body>"
-            f"<h1>{html.escape(str(s.get('trace')))} on {html.escape(str(s.get('topology')))}</h1>"
-            f"<p><b>Fidelity.</b> {html.escape(FIDELITY)}</p><table>{rows}</table>{imgs}</body></html>")
-    path = out / "report.html"
-    path.write_text(page)
-    return path
+    g = result.graph.graph if result.graph is not None else {}
+    params = ", ".join(f"{k}={v}" for k, v in g.items() if k not in ("name", "preset"))
+    failed = s.get("failed_links") or []
+    degraded = s.get("degraded_links") or {}
+    anomalies = "; ".join(filter(None, [
+        f"failed links: {', '.join(failed)}" if failed else "",
+        "degraded links: " + ", ".join(f"{k} x{v}" for k, v in degraded.items()) if degraded else ""])) or "none"
+    return [["trace", f"{s.get('trace')} ({s.get('world_size')} ranks, {s.get('collectives'):,} collectives)"],
+            ["topology", f"{s.get('topology')}: {params}" if params else str(s.get("topology"))],
+            ["anomalies", anomalies], ["routing", str(s.get("routing"))], ["algorithm", str(s.get("algo"))],
+            ["timing", str(s.get("timing"))], ["seed", str(s.get("seed"))],
+            ["completion quantile", str(s.get("completion_quantile"))], ["collsim version", _version()]]
 
 
-def _fmt(v) -> str:
-    if isinstance(v, float):
-        return f"{v:.6g}"
-    if isinstance(v, dict):
-        return ", ".join(f"{k}: {_fmt(x)}" for k, x in v.items()) or "-"
-    return str(v)
-
-
-def write_timeline(result, path: str | Path) -> Path:
-    """Write the collectives (one track per communicator) and flows (one track per source GPU) as a
-    Chrome trace (``traceEvents``, microseconds); open it in Perfetto or chrome://tracing."""
-    coll = result.collectives
-    log = result.log
-    events: list[dict] = [{"ph": "M", "pid": 1, "name": "process_name", "args": {"name": "collectives"}},
-                          {"ph": "M", "pid": 2, "name": "process_name", "args": {"name": "flows"}}]
-    comms = {c: i for i, c in enumerate(pd.unique(coll["comm"]))}
-    events += [{"ph": "M", "pid": 1, "tid": i, "name": "thread_name", "args": {"name": f"comm {c}"}}
-               for c, i in comms.items()]
-    done = coll[np.isfinite(coll["start_s"]) & np.isfinite(coll["end_s"])]
-    for r in done.itertuples(index=False):
-        events.append({"ph": "X", "pid": 1, "tid": comms[r.comm], "name": r.op, "ts": r.start_s * 1e6,
-                       "dur": max(r.duration_s, 0.0) * 1e6,
-                       "args": {"seq": int(r.seq), "bytes": int(r.bytes), "algo": r.algo,
-                                "slowdown": None if not np.isfinite(r.slowdown) else float(r.slowdown)}})
-    n = len(log.flow_path)
-    keep = np.argsort(log.flow_start_s, kind="stable")[:MAX_TIMELINE_FLOWS]
-    names = result.link_names
-    first_src = names["src"].astype(str).to_numpy()
-    last_dst = names["dst"].astype(str).to_numpy()
-    ptr, plinks = log.paths.ptr, log.paths.links
-    op_names = coll["op"].to_numpy()
-    tids: dict[str, int] = {}
-    for f in keep.tolist():
-        p = int(log.flow_path[f])
-        a, b = int(ptr[p]), int(ptr[p + 1])
-        if b <= a or not np.isfinite(log.flow_end_s[f]):
-            continue
-        src, dst = first_src[plinks[a]], last_dst[plinks[b - 1]]
-        op = int(log.flow_op[f])
-        tid = tids.get(src)
-        if tid is None:  # one numbered track per source GPU, named after it
-            tid = tids[src] = len(tids)
-            events.append({"ph": "M", "pid": 2, "tid": tid, "name": "thread_name", "args": {"name": src}})
-        events.append({"ph": "X", "pid": 2, "tid": tid, "name": f"{src}->{dst}",
-                       "ts": float(log.flow_start_s[f]) * 1e6,
-                       "dur": float(log.flow_end_s[f] - log.flow_start_s[f]) * 1e6,
-                       "args": {"bytes": float(log.flow_bytes[f]), "op": str(op_names[op]), "op_id": op}})
-    doc = {"traceEvents": events, "displayTimeUnit": "ns",
-           "otherData": {"flows_total": n, "flows_written": int(min(n, MAX_TIMELINE_FLOWS))}}
-    out = Path(path)
-    out.write_text(json.dumps(doc))
+def verdict_sentences(s: dict) -> list[str]:
+    """Where this workload hurts this fabric, in sentences (the top of the page)."""
+    out = []
+    span, ideal = s.get("makespan_s"), s.get("ideal_makespan_s")
+    if ideal:
+        extra = span / ideal - 1
+        if abs(extra) <= STATED_ERROR_REL:
+            out.append(f"The trace runs in {ms(span)}, as fast as on a non-blocking fabric ({ms(ideal)}) within the "
+                       f"simulator's stated error of {STATED_ERROR_REL * 100:.0f} %: this fabric does not slow it.")
+        else:
+            out.append(f"The trace runs in {ms(span)}, {pct(abs(extra))} {'longer' if extra > 0 else 'shorter'} than "
+                       f"on a non-blocking fabric ({ms(ideal)}).")
+    else:
+        out.append(f"The trace runs in {ms(span)} (no non-blocking reference was run).")
+    if s.get("exposed_comm_s") is not None:
+        out.append(f"Ranks wait on collectives on the critical path for {ms(s['exposed_comm_s'])} "
+                   f"({pct(s.get('exposed_comm_share'))} of the makespan); the rest is compute and recorded gaps.")
+    if s.get("fabric_delay_s") is not None:
+        roles = {k: v["fabric_delay_s"] for k, v in (s.get("by_role") or {}).items() if v["fabric_delay_s"] > 0}
+        who = ""
+        if roles and s["fabric_delay_s"] > 0:
+            top = max(sorted(roles), key=roles.get)
+            who = f", {pct(roles[top] / s['fabric_delay_s'], 0)} of it in {top} collectives"
+        out.append(f"The fabric adds {ms(s['fabric_delay_s'])} to collectives in total (sum of duration minus "
+                   f"ideal, {pct(s.get('fabric_delay_share'))} of the makespan){who}.")
+    tiers = {k: v for k, v in (s.get("tiers") or {}).items() if k != "nvlink" and v["links_used"]}
+    if tiers:
+        hot = max(sorted(tiers), key=lambda k: tiers[k]["busy_above_90_max_s"])
+        t = tiers[hot]
+        out.append(f"The hottest network tier is {hot}: {t['links_above_90']} of its {t['links']} links run above 90 % "
+                   f"of line rate at some moment, the busiest for {ms(t['busy_above_90_max_s'])}.")
+    elif s.get("bytes_on_wire", 0) == 0 or not tiers:
+        out.append("No traffic crosses a network link: every collective stays inside NVLink domains, so the "
+                   "fabric cannot matter for this trace on this topology.")
+    worst = (s.get("worst_collectives") or [])[:1]
+    if worst:
+        c = worst[0]
+        where = f"; its busiest link then was {c['waited_at']} ({pct(c['waited_at_utilization'])} busy)" \
+            if c["waited_at"] else ""
+        out.append(f"The collective the fabric delayed most is {c['op']} on {c['comm']} (#{c['seq']}, {c['role']}) at "
+                   f"{ms(c['start_s'])}: {us(c['duration_s'])} instead of {us(c['ideal_s'])}{where}.")
+    if s.get("incast_events"):
+        out.append(f"Incast: {s['incast_events']:,} events at switch egress ports, up to {s['max_incast_fanin']} "
+                   "senders at once (see the incast timeline).")
     return out
 
 
-__all__ = ["FIDELITY", "MAX_PLOTTED_INCAST", "MAX_TIMELINE_FLOWS", "write_report", "write_timeline"]
+def _figures_table(s: dict) -> str:
+    rows = [["makespan", ms(s.get("makespan_s"))], ["ideal makespan (non-blocking fabric)", ms(s.get("ideal_makespan_s"))],
+            ["makespan / ideal", x(s.get("makespan_vs_ideal"))],
+            ["exposed communication (critical path)", f"{ms(s.get('exposed_comm_s'))} ({pct(s.get('exposed_comm_share'))})"],
+            ["time in collectives per rank", ms(s.get("comm_time_s"))],
+            ["fabric delay (sum of duration - ideal)", f"{ms(s.get('fabric_delay_s'))} ({pct(s.get('fabric_delay_share'))})"],
+            ["collective slowdown p50 / p99", f"{x(s.get('slowdown_p50'))} / {x(s.get('slowdown_p99'))}"],
+            ["collectives / flows", f"{s.get('collectives', 0):,} / {s.get('flows', 0):,}"],
+            ["bytes on wire", gb(s.get("bytes_on_wire"))],
+            ["peak link utilisation", pct(s.get("peak_link_utilization"))],
+            ["incast events / max fan-in", f"{s.get('incast_events', 0):,} / {s.get('max_incast_fanin', 0)}"]]
+    if s.get("ecmp_imbalance"):
+        rows.append(["ECMP imbalance (max / mean uplink bytes)",
+                     ", ".join(f"{k} {v:.2f}" for k, v in s["ecmp_imbalance"].items())])
+    skipped = {k: v for k, v in (s.get("skipped") or {}).items() if v}
+    if skipped:
+        rows.append(["skipped trace rows", ", ".join(f"{k} {v}" for k, v in skipped.items())])
+    return table_html(["figure", "value"], rows)
+
+
+def _group_table(groups: dict, first: str) -> str:
+    rows = [[name, f"{g['calls']:,}", gb(g["bytes"]), ms(g["time_s"]), ms(g["ideal_s"]), ms(g["exposed_s"]),
+             ms(g["fabric_delay_s"]), x(g["slowdown_p50"]), x(g["slowdown_p99"])] for name, g in groups.items()]
+    return table_html([first, "calls", "bytes", "time (sum)", "ideal (sum)", "exposed", "fabric delay",
+                       "slowdown p50", "slowdown p99"], rows)
+
+
+def _tier_table(tiers: dict) -> str:
+    rows = [[name, f"{t['links_used']} / {t['links']}", gb(t["bytes"]), pct(t["peak_utilization"]),
+             ms(t["busy_above_90_max_s"]), f"{t['links_above_90']}"] for name, t in tiers.items()]
+    return table_html(["tier (direction)", "links used", "bytes", "peak utilisation", "longest time above 90 %",
+                       "links above 90 % at some moment"], rows)
+
+
+def _worst_table(worst: list) -> str:
+    rows = [[f"{c['op']} {c['comm']} #{c['seq']}", c["role"], gb(c["bytes"]), ms(c["start_s"]), us(c["duration_s"]),
+             us(c["ideal_s"]), us(c["fabric_delay_s"]), x(c["slowdown"]),
+             f"{c['waited_at']} ({pct(c['waited_at_utilization'])})" if c["waited_at"] else "-"] for c in worst]
+    return table_html(["collective", "role", "size", "start", "duration", "ideal", "delay", "slowdown",
+                       "busiest link while it ran"], rows)
+
+
+def _figure(fig, title: str) -> str:
+    name, how = fig
+    return f"<h3>{esc(title)}</h3><p class='how'>{esc(how)}</p><img src='{esc(name)}' alt='{esc(title)}'>"
+
+
+def write_report(result, out_dir: str | Path) -> Path:
+    """Write ``report.html`` and its PNG figures into ``out_dir``; return the page's path."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    s = result.summary
+    net = result.links[(result.links["kind"] != "nvlink") & (result.links["bytes"] > 0)]
+    parts = [f"<header><h1>{esc(s.get('trace'))} on {esc(s.get('topology'))}</h1>"
+             f"{table_html(['run', 'value'], header_rows(result))}</header>",
+             "<h2>Verdict</h2><ul class='verdict'>" + "".join(f"<li>{esc(t)}</li>" for t in verdict_sentences(s))
+             + "</ul>", f"<h2>Figures</h2>{_figures_table(s)}",
+             "<p class='how'>Exposed communication: the op durations on the critical path (the chain of "
+             "collectives and compute gaps that ends last); fabric delay: the sum over collectives of their "
+             "duration minus their duration on the non-blocking reference.</p>"]
+    if s.get("by_role"):
+        parts.append("<h2>Per communicator role</h2><p class='how'>Roles come from the communicator names, the "
+                     "trace's context and its parallelism metadata; times are sums over collectives, "
+                     "'exposed' is the part on the critical path.</p>" + _group_table(s["by_role"], "role"))
+    if s.get("by_op"):
+        parts.append("<h2>Per op type</h2>" + _group_table(s["by_op"], "op"))
+    if s.get("tiers"):
+        parts.append("<h2>Link tiers</h2><p class='how'>Per tier and direction (up = towards the core): peak "
+                     "utilisation over the run and time above 90 % of line rate.</p>" + _tier_table(s["tiers"]))
+    parts.append("<h2>Hot links</h2>")
+    if not len(net):
+        parts.append("<p>No traffic crossed a network link: everything stayed on NVLink, so the fabric cannot "
+                     "slow this trace. The link figures below show the NVLink ports instead.</p>")
+    for draw, title in ((report_plots.hot_links, "Hot links"),
+                        (report_plots.top_link_series, "Top links over time"),
+                        (report_plots.link_heatmap, "Utilisation heatmap")):
+        fig = draw(result, out)
+        if fig is not None:
+            parts.append(_figure(fig, title))
+    parts.append("<h2>Collective slowdown</h2>")
+    fig = report_plots.slowdown_cdf(result, out)
+    parts.append(_figure(fig, "Slowdown CDF per op type") if fig is not None else
+                 "<p>No collective has a finite slowdown (no ideal reference was run, or no collective ran).</p>")
+    parts.append("<h2>Incast</h2>")
+    fig = report_plots.incast_timeline(result, out)
+    parts.append(_figure(fig, "Incast timeline") if fig is not None else
+                 "<p>No incast event: no switch egress port ever had two or more senders above its line rate.</p>")
+    if s.get("worst_collectives"):
+        parts.append("<h2>Collectives the fabric delayed most</h2><p class='how'>Delay is duration minus ideal; "
+                     "the last column is the link of the collective's routes with the highest mean utilisation "
+                     "while it ran: where it waited.</p>" + _worst_table(s["worst_collectives"]))
+    parts.append(f"<h2>Fidelity</h2><p class='note'>{esc(FIDELITY)}</p>")
+    page = (f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>collsim: {esc(s.get('trace'))} on "
+            f"{esc(s.get('topology'))}</title><style>{_CSS}</style></head><body>" + "".join(parts) + "</body></html>\n")
+    path = out / "report.html"
+    path.write_text(page)
+    return path

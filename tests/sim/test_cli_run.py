@@ -39,7 +39,7 @@ def test_short_form_writes_files_and_prints_json(trace_file, tmp_path, capsys):
                            "--no-report"], capsys)
     assert code == 0, err
     summary = json.loads(out)
-    assert summary["collectives"] == 2 and summary["timing"] == "trace"
+    assert summary["collectives"] == 2 and summary["timing"] == "gaps"
     for name in ("summary.json", "collectives.parquet", "links.parquet", "link_timeseries.parquet",
                  "incast.parquet", "timeline.json"):
         assert (out_dir / name).is_file()

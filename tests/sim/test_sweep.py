@@ -140,7 +140,7 @@ def test_cli_sweep_writes_table_and_plot(trace_path, tmp_path, capsys):
         ["fat_tree", 2, "ring"], ["fat_tree", 2, "tree"], ["leaf_spine", 2, "ring"], ["leaf_spine", 2, "tree"]]
     assert {"makespan_s", "ideal_makespan_s", "slowdown_p99", "max_link_utilization"} <= set(table.columns)
     assert (out / "sweep.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert "fastest:" in stdout
+    assert "makespan:" in stdout and ("wins" in stdout or "tie" in stdout)  # sim.results.verdict's rule
 
 
 @pytest.mark.slow

@@ -1,0 +1,60 @@
+"""Output folders never mix runs: the files a previous run wrote are removed before a new run writes.
+
+A folder that also holds files collsim did not write is refused unless the caller forces it (those files
+are then left alone: collsim only ever deletes its own outputs).
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from sim.errors import SimError
+
+__all__ = ["OUTPUT_NAMES", "clear_outputs"]
+
+#: Files a run, a sweep or a comparison writes (plus every ``*.png``).
+OUTPUT_NAMES = frozenset({"summary.json", "collectives.parquet", "links.parquet", "link_timeseries.parquet",
+                          "incast.parquet", "report.html", "timeline.json", "compare.parquet", "compare.html",
+                          "sweep.parquet"})
+
+
+def _ours(path: Path) -> bool:
+    if path.is_dir():  # a fabric folder of ``simrun compare``
+        return (path / "summary.json").is_file() and all(_ours(p) for p in path.iterdir())
+    return path.name in OUTPUT_NAMES or path.suffix == ".png"
+
+
+def clear_outputs(folder: str | Path, force: bool = False) -> list[str]:
+    """Remove a previous run's outputs from ``folder``; return the names removed.
+
+    Raises
+    ------
+    SimError
+        When ``folder`` holds other files and ``force`` is false.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> d = Path(tempfile.mkdtemp())
+    >>> _ = (d / "summary.json").write_text("{}"); _ = (d / "old.png").write_bytes(b"")
+    >>> clear_outputs(d)
+    ['old.png', 'summary.json']
+    """
+    out = Path(folder)
+    if not out.exists():
+        return []
+    if not out.is_dir():
+        raise SimError(f"{out}: output path exists and is not a folder")
+    entries = sorted(out.iterdir())
+    foreign = [p.name for p in entries if not _ours(p)]
+    if foreign and not force:
+        shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
+        raise SimError(f"{out}: the output folder holds files collsim did not write ({shown}); choose another "
+                       "--out or pass --force to write beside them")
+    removed = []
+    for p in entries:
+        if _ours(p):
+            shutil.rmtree(p) if p.is_dir() else p.unlink()
+            removed.append(p.name)
+    return removed
