@@ -4,7 +4,8 @@ Every file collsim writes goes through :func:`atomic_output`: the bytes go to a 
 target's own folder, which is renamed over the target only once it is complete. A failed or interrupted
 write (full disk, Ctrl-C) therefore leaves the old file, or none, never a truncated one, and collsim only
 ever removes the temporary file it created itself. A target that exists and is not a regular file (a
-device such as ``/dev/stdout`` or ``/dev/full``, a FIFO) is written in place and never removed or replaced.
+device such as ``/dev/stdout`` or ``/dev/full``, a FIFO) is made in the temporary folder and copied into
+it once complete; it is never removed or replaced.
 
 This module imports nothing from the rest of collsim, so every package may use it.
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 import itertools
 import os
 import re
+import shutil
 import stat
 import tempfile
 from collections.abc import Iterator
@@ -88,8 +90,8 @@ def atomic_output(path: str | Path) -> Iterator[Path]:
     Parameters
     ----------
     path : str or Path
-        The file to (re)place. Its folder must exist. An existing device or FIFO is yielded as is (written
-        in place, never removed); an existing folder is refused.
+        The file to (re)place. Its folder must exist. An existing device or FIFO gets the complete file
+        copied into it (never removed); an existing folder is refused.
 
     Yields
     ------
@@ -113,14 +115,20 @@ def atomic_output(path: str | Path) -> Iterator[Path]:
     target = Path(path)
     if target.is_dir():
         raise IsADirectoryError(21, "is a folder, not a file", str(target))
-    if _is_special(target):
-        yield target  # a device or FIFO: write straight into it; it is not ours to replace or delete
-        return
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name[:80]}.", suffix=".tmp", dir=target.parent)
+    special = _is_special(target)
+    # A device or FIFO is not ours to replace or delete (pyarrow removes a path whose write failed, which
+    # once deleted /dev/full): the file is made in the temporary folder, then copied into the device.
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name[:80]}.", suffix=".tmp",
+                                    dir=None if special else target.parent)
     os.close(fd)
     tmp = Path(tmp_name)
     try:
         yield tmp
+        if special:
+            with open(tmp, "rb") as src, open(target, "wb") as dst:
+                shutil.copyfileobj(src, dst)
+            tmp.unlink()
+            return
         os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes 0600; give the file the usual permissions
         os.replace(tmp, target)
     except BaseException:

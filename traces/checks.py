@@ -221,7 +221,6 @@ def check_rows(out: pd.DataFrame, meta: Mapping[str, Any], split_len: np.ndarray
     world = meta.get("world_size")
     if world is not None:
         _fail(rank >= world, f"field 'rank' is not below world_size {world}", rank)
-        _fail(nranks > world, f"field 'nranks' exceeds world_size {world}", nranks)
     rooted = np.isin(op_codes, [k for k, n in enumerate(op_names) if n in ROOTED_OPS | P2P_OPS])
     root = out["root"].to_numpy()
     _fail(rooted & ((root < 0) | (root >= nranks)), "field 'root' is outside the communicator", root)
