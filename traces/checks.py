@@ -17,6 +17,7 @@ Limits (also in ``docs/limits.md``):
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -114,7 +115,8 @@ def exact_int(col: pd.Series, name: str, dtype: str, nan_as: int | None = None) 
 def _numeric(col: pd.Series, name: str) -> pd.Series:
     """An object or extension column as numbers (int64 or float64); TraceError on text, booleans, huge ints."""
     values = col.to_numpy(dtype=object)
-    is_bool = np.fromiter((isinstance(v, bool | np.bool_) for v in values), bool, len(values))
+    # booleans and text are refused even when they read as numbers ("3", True): a value is used as given
+    is_bool = np.fromiter((isinstance(v, bool | np.bool_ | str | bytes) for v in values), bool, len(values))
     try:
         numeric = pd.to_numeric(pd.Series(values, dtype=object), errors="coerce")
     except (OverflowError, ValueError, TypeError):
@@ -169,6 +171,10 @@ def check_metadata(meta: Mapping[str, Any]) -> None:
     """
     if not isinstance(meta, Mapping):
         raise TraceError(f"metadata '{METADATA_KEY}' must be a mapping, got {type(meta).__name__}")
+    try:  # it is stored as JSON (SPEC §3)
+        json.dumps(meta)
+    except (TypeError, ValueError) as exc:
+        raise TraceError(f"metadata '{METADATA_KEY}' is not JSON: {short_repr(str(exc))}") from None
     world = meta.get("world_size")
     for key, low, top in (("world_size", 0, MAX_WORLD_SIZE), ("gpus_per_node", 1, MAX_GPUS_PER_NODE)):
         value = meta.get(key)

@@ -202,9 +202,15 @@ def normalize(df: pd.DataFrame, metadata: Mapping[str, Any] | None = None) -> pd
     from traces import checks  # imported here: traces.checks builds on this module
 
     meta = metadata if metadata is not None else df.attrs.get(METADATA_KEY)
-    if df.attrs:  # pandas deep-copies attrs on every column access: read the columns of a bare view
-        df = df.copy(deep=False)
-        df.attrs = {}
+    if df.attrs:
+        # pandas deep-copies attrs on every column access (slow for a large ``comms``, and it fails on
+        # values that cannot be copied): read the columns of a shallow copy made while attrs are set aside
+        original, attrs = df, df.attrs
+        original.attrs = {}
+        try:
+            df = original.copy(deep=False)
+        finally:
+            original.attrs = attrs
     # Columns are gathered as arrays and framed once (a setitem per column cost more than the data).
     data: dict[str, np.ndarray] = {}
     for name, dtype in COLUMNS.items():
