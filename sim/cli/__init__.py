@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import importlib
 import os
+import signal
 import sys
+import threading
 import traceback
 
 import click
@@ -114,6 +116,9 @@ def main(argv: list[str] | None = None) -> None:
         click.echo(f"simrun: error: {_one_line(exc)}", err=True)
         sys.exit(2)
     except (KeyboardInterrupt, Interrupted):  # exit 130 (128 + SIGINT); a run's folder stays marked .incomplete
+        if threading.current_thread() is threading.main_thread():
+            # a SIGINT that a library held back (pyarrow defers it during its I/O) must not kill us later
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
         click.echo("simrun: interrupted", err=True)
         sys.exit(130)
     except Exception:  # an internal failure: the traceback helps the bug report
