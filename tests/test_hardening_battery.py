@@ -22,7 +22,7 @@ sys.modules.setdefault("bad_inputs", battery)  # dataclasses look their module u
 _SPEC.loader.exec_module(battery)
 
 
-def _run_in_process(case, folder: Path, monkeypatch) -> "battery.Outcome":
+def _run_in_process(case, folder: Path, monkeypatch) -> battery.Outcome:
     from sim.cli import main
 
     monkeypatch.chdir(folder)

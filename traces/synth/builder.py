@@ -20,7 +20,6 @@ import pandas as pd
 from traces.schema import DTYPE_BYTES, TraceError, new_metadata, normalize
 from traces.synth.compute import comm_estimate_s
 
-
 #: Most rows a synthesized trace may have (~2 GB of Python lists while building; docs/limits.md).
 MAX_SYNTH_ROWS = 5_000_000
 
