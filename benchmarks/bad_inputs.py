@@ -593,10 +593,14 @@ def _dev_full_ok() -> bool:
 
 
 def options_merged() -> bool:
-    """True once the simulator-options branch (which adds ``traces/errors.py``) is merged."""
-    import importlib.util
+    """True once the simulator-options branch (which adds ``traces/errors.py``) is merged into this tree.
 
-    return importlib.util.find_spec("traces.errors") is not None
+    Looked up as a file beside this tree's ``traces`` package: an editable install of another checkout
+    can make ``import traces.errors`` find that checkout's module.
+    """
+    import traces
+
+    return (Path(traces.__file__).parent / "errors.py").is_file()
 
 
 def main() -> int:

@@ -287,7 +287,8 @@ def check_collectives(out: pd.DataFrame, meta: Mapping[str, Any], split_len: np.
     _fail(known & (nranks != size_of), "field 'nranks' differs from the size of its comm in the metadata", nranks)
     if known.any():
         width = int(max(rank.max(), max((max(v) for v in comms.values()), default=0))) + 1
-        member_keys = np.concatenate([k * width + np.asarray(comms[c], dtype=np.int64)
+        members = {c: np.asarray(comms[c], dtype=np.int64) for c in comm_names if c in comms}
+        member_keys = np.concatenate([k * width + members[c][members[c] >= 0]  # -1: an unseen member
                                       for k, c in enumerate(comm_names) if c in comms])
         row_keys = comm_codes.astype(np.int64) * width + rank
         outside = known & ~np.isin(row_keys, member_keys)
@@ -314,8 +315,7 @@ def check_collectives(out: pd.DataFrame, meta: Mapping[str, Any], split_len: np.
     dup = np.zeros(len(out), bool)
     dup[coll[pd.Series(gid.astype(np.int64) * (int(rank.max()) + 1) + rank[coll]).duplicated().to_numpy()]] = True
     _fail(dup, "row duplicates an earlier row of the same collective (same comm, seq and rank)")
-    first = np.zeros(int(gid.max()) + 1, dtype=np.int64)
-    first[gid[::-1]] = coll[::-1]  # the earliest row of each collective (later writes win, so go backwards)
+    first = coll[np.unique(gid, return_index=True)[1]]  # the earliest row of each collective
     lead = first[gid]
     has_split = split_len[coll] > 0
     split_group = np.bincount(gid, weights=has_split, minlength=first.size)[gid] > 0
