@@ -117,8 +117,11 @@ def run_flows(topology: nx.Graph, flows: pd.DataFrame, routing: str = "ecmp", se
     -------
     FlowsResult
     """
-    from topologies import Router
+    from topologies import Router, TopologyError, validate_graph
 
+    if not isinstance(topology, nx.Graph):
+        raise TopologyError(f"a topology is a networkx.Graph, got {type(topology).__name__}")
+    validate_graph(topology, str(topology.graph.get("name") or "topology"))  # e.g. a negative latency_us
     router = Router(topology, routing=routing, seed=seed)
     src, dst, size, start = _checked_columns(flows, router.num_gpus)
     n = src.size

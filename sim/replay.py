@@ -47,8 +47,11 @@ def load_topology(topology, world_size: int, gpus_per_node: int, params: Mapping
     """
     import topologies
 
-    if isinstance(topology, nx.Graph):
-        return topology
+    if isinstance(topology, nx.Graph):  # a caller's graph: checked like a built one (SPEC §4)
+        return topologies.validate_graph(topology, str(topology.graph.get("name") or "topology"))
+    if not isinstance(topology, str | Path):
+        raise topologies.TopologyError(f"a topology is a networkx.Graph, a preset name or a YAML path, got "
+                                       f"{type(topology).__name__}")
     name = str(topology)
     kw = {"num_gpus": world_size, "gpus_per_server": gpus_per_node}
     kw.update(params or {})

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import os
 import types
 import typing
 from collections.abc import Callable, Mapping
@@ -10,11 +11,11 @@ from pathlib import Path
 from typing import Any
 
 import networkx as nx
-import yaml
 
 from topologies.builders.fat_tree import fat_tree
 from topologies.builders.leaf_spine import leaf_spine
 from topologies.builders.rails import rail_only, rail_optimized
+from topologies.builders.servers import check_size
 from topologies.errors import TopologyError
 from topologies.schema import (
     EDGE_KINDS,
@@ -24,6 +25,8 @@ from topologies.schema import (
     infer_edge_kind,
     validate_graph,
 )
+from topologies.yamlfile import read_yaml_file
+from traces.atomic import short_repr
 
 #: Preset name -> builder.
 PRESETS: dict[str, Callable[..., nx.Graph]] = {
@@ -77,7 +80,7 @@ def check_parameters(name: str, params: Mapping[str, Any], where: str) -> dict[s
             ok, value = True, float(value)
         if not ok:
             raise TopologyError(f"{where}: parameter '{key}' of {name} must be {_TYPE_NAMES.get(kind, kind.__name__)}, "
-                                f"got {value!r} ({type(value).__name__})")
+                                f"got {short_repr(value)} ({type(value).__name__})")
         out[key] = value
     return out
 
@@ -113,12 +116,15 @@ def build(name_or_yaml: str | Path, **params: Any) -> nx.Graph:
     >>> g.graph["k"], g.graph["num_gpus"]
     (6, 32)
     """
+    if not isinstance(name_or_yaml, str | os.PathLike):
+        raise TopologyError(f"a topology is a preset name or a YAML path, got {short_repr(name_or_yaml)} "
+                            f"({type(name_or_yaml).__name__})")
     if isinstance(name_or_yaml, str) and name_or_yaml in PRESETS:
         return _build_preset(name_or_yaml, {}, params, name_or_yaml)
     path = Path(name_or_yaml)
     if path.suffix.lower() in (".yaml", ".yml") or path.exists():
         return _build_yaml(path, params)
-    raise TopologyError(f"unknown topology {str(name_or_yaml)!r}: expected one of {', '.join(PRESETS)} "
+    raise TopologyError(f"unknown topology {short_repr(str(name_or_yaml))}: expected one of {', '.join(PRESETS)} "
                         "or a YAML file")
 
 
@@ -134,23 +140,14 @@ def _build_preset(name: str, file_params: Mapping[str, Any], params: Mapping[str
 
 
 def _build_yaml(path: Path, params: Mapping[str, Any]) -> nx.Graph:
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise TopologyError(f"{path}: cannot read topology file ({exc.strerror or exc})") from None
-    try:
-        doc = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = f"line {mark.line + 1}: " if mark is not None else ""
-        raise TopologyError(f"{path}: {line}not valid YAML ({getattr(exc, 'problem', None) or exc})") from None
+    doc = read_yaml_file(path)  # size limit, UTF-8, safe_load with alias expansion bounded
     if not isinstance(doc, dict):
         raise TopologyError(f"{path}: expected a mapping with 'preset:' or 'nodes:' and 'links:'")
     if "preset" in doc:
         doc = dict(doc)
         name = doc.pop("preset")
-        if name not in PRESETS:
-            raise TopologyError(f"{path}: preset: unknown preset {name!r}; known: {', '.join(PRESETS)}")
+        if not isinstance(name, str) or name not in PRESETS:
+            raise TopologyError(f"{path}: preset: unknown preset {short_repr(name)}; known: {', '.join(PRESETS)}")
         label = doc.pop("name", path.stem)
         doc.pop("description", None)
         graph = _build_preset(name, doc, {"name": label, **params}, str(path))
@@ -164,20 +161,26 @@ def _explicit(path: Path, doc: dict, params: Mapping[str, Any]) -> nx.Graph:
     where = str(path)
     for key in doc:
         if key not in _EXPLICIT_KEYS:
-            raise TopologyError(f"{where}: unknown key '{key}'; an explicit topology has {', '.join(_EXPLICIT_KEYS)}")
+            raise TopologyError(f"{where}: unknown key {short_repr(key)}; an explicit topology has "
+                                f"{', '.join(_EXPLICIT_KEYS)}")
     graph = nx.Graph()
     nodes, links = doc["nodes"], doc["links"]
     if not isinstance(nodes, list) or not isinstance(links, list):
         raise TopologyError(f"{where}: 'nodes' and 'links' must be lists")
+    gpus = sum(1 for item in nodes if isinstance(item, dict) and item.get("kind") == "gpu")
+    check_size(where, gpus, len(nodes), len(links), "the file")  # before building anything
     for i, item in enumerate(nodes):
         field = f"{where}: nodes[{i}]"
         if not isinstance(item, dict) or "name" not in item or "kind" not in item:
             raise TopologyError(f"{field}: expected a mapping with 'name' and 'kind'")
-        name, attrs = str(item["name"]), {k: v for k, v in item.items() if k != "name"}
-        if attrs["kind"] not in NODE_KINDS:
-            raise TopologyError(f"{field}: kind {attrs['kind']!r} is not one of {', '.join(NODE_KINDS)}")
+        raw_name, attrs = item["name"], {k: v for k, v in item.items() if k != "name"}
+        if isinstance(raw_name, bool) or not isinstance(raw_name, str | int):
+            raise TopologyError(f"{field}: name must be a string, got {short_repr(raw_name)}")
+        name = str(raw_name)
+        if not isinstance(attrs["kind"], str) or attrs["kind"] not in NODE_KINDS:
+            raise TopologyError(f"{field}: kind {short_repr(attrs['kind'])} is not one of {', '.join(NODE_KINDS)}")
         if name in graph:
-            raise TopologyError(f"{field}: node {name!r} is declared twice")
+            raise TopologyError(f"{field}: node {short_repr(name)} is declared twice")
         graph.add_node(name, **attrs)
     for i, item in enumerate(links):
         field = f"{where}: links[{i}]"
@@ -186,39 +189,44 @@ def _explicit(path: Path, doc: dict, params: Mapping[str, Any]) -> nx.Graph:
         for key in ("a", "b", "capacity_gbps", "latency_us"):
             if key not in item:
                 raise TopologyError(f"{field}: missing '{key}'")
-        unknown = set(item) - {"a", "b", "capacity_gbps", "latency_us", "kind"}
+        unknown = [k for k in item if k not in ("a", "b", "capacity_gbps", "latency_us", "kind")]
         if unknown:
-            raise TopologyError(f"{field}: unknown key '{sorted(unknown)[0]}'")
+            raise TopologyError(f"{field}: unknown key {short_repr(unknown[0])}")
+        for end in ("a", "b"):
+            if isinstance(item[end], bool) or not isinstance(item[end], str | int):
+                raise TopologyError(f"{field}: '{end}' must be a node name, got {short_repr(item[end])}")
         a, b = str(item["a"]), str(item["b"])
         for end in (a, b):
             if end not in graph:
-                raise TopologyError(f"{field}: node {end!r} is not declared in 'nodes'")
+                raise TopologyError(f"{field}: node {short_repr(end)} is not declared in 'nodes'")
         if a == b or graph.has_edge(a, b):
             raise TopologyError(f"{field}: {a}-{b} is a self-loop or a duplicate link")
         for key, strict in (("capacity_gbps", True), ("latency_us", False)):
             value = item[key]
             if isinstance(value, bool) or not isinstance(value, int | float) or value < 0 or (strict and value == 0):
-                raise TopologyError(f"{field}: {key} must be a number {'>' if strict else '>='} 0, got {value!r}")
+                raise TopologyError(f"{field}: {key} must be a number {'>' if strict else '>='} 0, "
+                                    f"got {short_repr(value)}")
         kind = item.get("kind") or infer_edge_kind(graph.nodes[a]["kind"], graph.nodes[b]["kind"])
-        if kind not in EDGE_KINDS:
-            raise TopologyError(f"{field}: kind {kind!r} is not one of {', '.join(EDGE_KINDS)}")
+        if not isinstance(kind, str) or kind not in EDGE_KINDS:
+            raise TopologyError(f"{field}: kind {short_repr(kind)} is not one of {', '.join(EDGE_KINDS)}")
         graph.add_edge(a, b, capacity_gbps=float(item["capacity_gbps"]), latency_us=float(item["latency_us"]),
                        kind=kind)
     gps = _infer_servers(graph, where)
     declared = doc.get("gpus_per_server", gps)
     if isinstance(declared, bool) or not isinstance(declared, int) or declared < 1:
-        raise TopologyError(f"{where}: gpus_per_server must be a positive int, got {declared!r}")
+        raise TopologyError(f"{where}: gpus_per_server must be a positive int, got {short_repr(declared)}")
     gpus = sum(1 for _, d in graph.nodes(data=True) if d["kind"] == "gpu")
     graph.graph.update(name=str(doc.get("name", path.stem)), preset="yaml", num_gpus=gpus, gpus_per_server=declared)
     for key, value in params.items():
         if key == "num_gpus":
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise TopologyError(f"{where}: parameter 'num_gpus' must be a positive int, got {value!r}")
+                raise TopologyError(f"{where}: parameter 'num_gpus' must be a positive int, got {short_repr(value)}")
             if value > gpus:
                 raise TopologyError(f"{where} holds {gpus} GPUs, fewer than num_gpus={value}")
         elif key == "gpus_per_server":
             if value != declared:
-                raise TopologyError(f"{where}: parameter 'gpus_per_server'={value!r} but the file has {declared}")
+                raise TopologyError(f"{where}: parameter 'gpus_per_server'={short_repr(value)} but the file has "
+                                    f"{declared}")
         elif key == "name":
             graph.graph["name"] = str(value)
         else:

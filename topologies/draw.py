@@ -10,7 +10,9 @@ import networkx as nx
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
+from topologies.errors import TopologyError
 from topologies.schema import TIER_ORDER
+from traces.atomic import atomic_output
 
 #: Above this many nodes the picture is a summary of the tiers.
 MAX_DRAWN_NODES = 400
@@ -33,7 +35,13 @@ def draw(graph: nx.Graph, path: str | Path) -> str:
     -------
     str
         ``"layered"`` or ``"summary"``: which picture was drawn.
+
+    Raises
+    ------
+    TopologyError
+        When the suffix names no image format matplotlib writes (checked before drawing).
     """
+    fmt = image_format(path)
     fig = Figure(figsize=(12, 6.5), dpi=110)
     ax = fig.add_subplot()
     ax.set_axis_off()
@@ -42,8 +50,30 @@ def draw(graph: nx.Graph, path: str | Path) -> str:
     ax.set_title(f"{graph.graph.get('name', 'topology')}: {graph.graph.get('num_gpus', '?')} GPUs "
                  f"({style} view)")
     fig.tight_layout()
-    fig.savefig(path)
+    with atomic_output(path) as tmp:  # a complete picture or none (the format is given: tmp has no suffix)
+        fig.savefig(tmp, format=fmt)
     return style
+
+
+def image_format(path: str | Path) -> str:
+    """The image format named by ``path``'s suffix (``png``, ``svg``, ``pdf``, ...).
+
+    Raises
+    ------
+    TopologyError
+        For a missing or unsupported suffix, listing the supported ones.
+
+    Examples
+    --------
+    >>> image_format("fabric.PNG")
+    'png'
+    """
+    supported = sorted(Figure().canvas.get_supported_filetypes())
+    fmt = Path(path).suffix.lower().lstrip(".")
+    if fmt not in supported:
+        raise TopologyError(f"{path}: cannot draw a '.{fmt}' file; use an image suffix: "
+                            + ", ".join(f".{s}" for s in supported))
+    return fmt
 
 
 def _tier(kind: str) -> int:

@@ -8,6 +8,7 @@ from any folder.
 from __future__ import annotations
 
 import json
+import os
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from traces.schema import ARROW_SCHEMA, METADATA_KEY, SCHEMA_VERSION, TraceError, normalize, validate
+from traces.atomic import atomic_output, short_repr
+from traces.schema import ARROW_SCHEMA, METADATA_KEY, SCHEMA_VERSION, TraceError, validate
 
 #: One line per built-in trace: what it holds. The file itself is ``traces/data/<name>``.
 BUILTIN_DESCRIPTIONS: dict[str, str] = {
@@ -46,6 +48,8 @@ def resolve_trace_path(path_or_name: str | Path) -> Path:
     TraceError
         When neither exists; the message lists the built-in names.
     """
+    if not isinstance(path_or_name, str | os.PathLike):
+        raise TraceError(f"a trace is named by a path or a built-in name, got {short_repr(path_or_name)}")
     path = Path(path_or_name).expanduser()
     if path.is_file():
         return path
@@ -101,8 +105,9 @@ def read_trace(path_or_name: str | Path) -> pd.DataFrame:
     if version != SCHEMA_VERSION:
         raise TraceError(f"{path}: schema_version {version!r} is not supported (expected {SCHEMA_VERSION})")
     df = table.to_pandas()
+    df.attrs[METADATA_KEY] = meta
     try:
-        return validate(normalize(df, meta))
+        return validate(df)
     except TraceError as exc:
         raise TraceError(f"{path}: {exc}") from None
 
@@ -111,7 +116,8 @@ def write_trace(df: pd.DataFrame, path: str | Path) -> Path:
     """Write a trace frame to Parquet with its metadata (``df.attrs["collsim"]``).
 
     The frame is validated first. Rows are written as they are; the file is byte-for-byte the same for the
-    same frame (no timestamps are written).
+    same frame (no timestamps are written). The file is replaced atomically: an interrupted or failed
+    write leaves the earlier file (or none), never a truncated one.
 
     Returns
     -------
@@ -134,9 +140,17 @@ def write_trace(df: pd.DataFrame, path: str | Path) -> Path:
     for name in extra:  # keep a caller's extra columns, typed by Arrow
         table = table.append_column(name, pa.array(frame[name].tolist()))
     table = table.replace_schema_metadata({METADATA_KEY: json.dumps(meta, sort_keys=True)})
+    if not isinstance(path, str | os.PathLike):
+        raise TraceError(f"write_trace needs a file path, got {short_repr(path)}")
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(table, out, compression="zstd")
+    # A complete file or none: written beside the target and renamed (a full disk leaves no footer-less
+    # file, and a device such as /dev/full is written in place, never removed).
+    try:
+        with atomic_output(out) as tmp:
+            pq.write_table(table, tmp, compression="zstd")
+    except OSError as exc:
+        raise TraceError(f"{out}: cannot write the trace ({exc.strerror or exc})") from None
     return out
 
 

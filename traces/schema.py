@@ -192,34 +192,46 @@ def normalize(df: pd.DataFrame, metadata: Mapping[str, Any] | None = None) -> pd
     TraceError
         When a SPEC column is missing or cannot take its dtype.
     """
+    if not isinstance(df, pd.DataFrame):
+        raise TraceError(f"a trace is a pandas DataFrame, got {type(df).__name__}")
     missing = [c for c in COLUMNS if c not in df.columns]
     if missing:
         raise TraceError(f"trace lacks column(s): {', '.join(missing)}")
+    from traces import checks  # imported here: traces.checks builds on this module
+
+    meta = metadata if metadata is not None else df.attrs.get(METADATA_KEY)
+    if df.attrs:
+        # pandas deep-copies attrs on every column access (slow for a large ``comms``, and it fails on
+        # values that cannot be copied): read the columns of a shallow copy made while attrs are set aside
+        original, attrs = df, df.attrs
+        original.attrs = {}
+        try:
+            df = original.copy(deep=False)
+        finally:
+            original.attrs = attrs
     # Columns are gathered as arrays and framed once (a setitem per column cost more than the data).
     data: dict[str, np.ndarray] = {}
     for name, dtype in COLUMNS.items():
         col = df[name]
-        try:
-            if dtype == "string":
-                # Already plain ``str`` objects (the usual case): keep them; converting costs ~0.1 s per column
-                # on 150k rows.
-                if col.dtype == object and pd.api.types.infer_dtype(col, skipna=False) == "string":
-                    data[name] = col.to_numpy()
-                else:
-                    data[name] = col.fillna("").astype(str).to_numpy(dtype=object)
+        if dtype == "string":
+            # Already plain ``str`` objects (the usual case): keep them; converting costs ~0.1 s per column
+            # on 150k rows.
+            if col.dtype == object and pd.api.types.infer_dtype(col, skipna=False) == "string":
+                data[name] = col.to_numpy()
             else:
-                data[name] = (col if col.dtype == dtype else col.astype(dtype)).to_numpy()
-        except (TypeError, ValueError) as exc:
-            raise TraceError(f"column '{name}' cannot be read as {dtype}: {exc}") from None
-    group = df["group"] if "group" in df.columns else None
-    data["group"] = (np.full(len(df), -1, dtype=np.int64) if group is None
-                     else group.fillna(-1).astype("int64").to_numpy())
+                data[name] = col.fillna("").astype(str).to_numpy(dtype=object)
+        elif dtype == "float64":
+            data[name] = checks.exact_float(col, name)
+        else:  # integers: used exactly or refused (never truncated nor wrapped)
+            data[name] = checks.exact_int(col, name, dtype)
+    data["group"] = (np.full(len(df), -1, dtype=np.int64) if "group" not in df.columns
+                     else checks.exact_int(df["group"], "group", "int64", nan_as=-1))
     if "split_bytes" in df.columns:
         splits = df["split_bytes"].tolist()
         # Fast path: every entry already a tuple of Python ints (readers build them so); a check is far
         # cheaper than rebuilding a tuple per row.
         if not _int_tuples(splits):
-            splits = [tuple(int(x) for x in v) if v is not None and not _is_nan(v) else () for v in splits]
+            splits = [_split_tuple(v, row) for row, v in enumerate(splits)]
     else:
         splits = [()] * len(df)
     # fromiter: one tuple per row (np.array would unpack them); object even when empty (Arrow needs a list)
@@ -229,7 +241,6 @@ def normalize(df: pd.DataFrame, metadata: Mapping[str, Any] | None = None) -> pd
             data[name] = df[name].to_numpy()
     # dtype given per column: pandas 3 would otherwise turn object text columns into Arrow strings
     out = pd.DataFrame({k: pd.Series(v, dtype=v.dtype) for k, v in data.items()})
-    meta = metadata if metadata is not None else df.attrs.get(METADATA_KEY)
     if meta is not None:
         out.attrs[METADATA_KEY] = dict(meta)
     return out
@@ -249,12 +260,38 @@ def _is_nan(value: Any) -> bool:
     return isinstance(value, float) and math.isnan(value)
 
 
-def validate(df: pd.DataFrame) -> pd.DataFrame:
+def _split_tuple(value: Any, row: int) -> tuple[int, ...]:
+    """One ``split_bytes`` entry as a tuple of ints: exactly, or a TraceError naming the row."""
+    if value is None or _is_nan(value):
+        return ()
+    if isinstance(value, np.ndarray) and value.dtype.kind in "iu":
+        return tuple(value.tolist())
+    if isinstance(value, list | tuple | np.ndarray):
+        items = value.tolist() if isinstance(value, np.ndarray) else list(value)
+        if all(isinstance(x, int | np.integer) and not isinstance(x, bool | np.bool_) for x in items):
+            return tuple(int(x) for x in items)
+    from traces.atomic import short_repr
+
+    raise TraceError(f"row {row}: field 'split_bytes' must be a list of integers (bytes per comm rank), "
+                     f"got {short_repr(value)}")
+
+
+def validate(df: pd.DataFrame, collectives: bool = True) -> pd.DataFrame:
     """Check a trace frame against SPEC §3 and return it normalised.
 
-    Checks: columns and dtypes, op and dtype names, ``bytes == count × size``, non-negative counts, ranks
-    inside ``world_size`` (when metadata gives it), ``root`` range, and that ``split_bytes`` only appears on
-    AllToAll rows with one entry per comm rank.
+    Checks (vectorised, in :mod:`traces.checks`): dtypes exact (no truncated fraction, no wrapped
+    integer), op and dtype names, ``bytes == count × size`` without overflow, ranges (ranks inside
+    ``world_size``, roots inside the communicator, times finite and within the trace's span), metadata
+    types (``world_size``, ``gpus_per_node``, ``comms``), ``split_bytes`` only on AllToAll rows with one
+    entry per comm rank, one row per member of each collective, ``nranks`` equal to the communicator's
+    size, and the rows of one collective agreeing on op, dtype, size, ``nranks`` and root.
+
+    ``collectives=False`` skips the checks across rows (one row per member, agreement, ``nranks`` against
+    the communicator): readers use it for a trace as read, whose problems they count and report;
+    :func:`traces.write_trace`, :func:`traces.read_trace` and the simulator check everything.
+
+    A trace whose times are clock readings (earliest ``t_start_s`` >= 1e8 s, e.g. Unix epoch) is rebased
+    to start at 0; the shift is kept in metadata ``time_origin_s``.
 
     Raises
     ------
@@ -269,41 +306,31 @@ def validate(df: pd.DataFrame) -> pd.DataFrame:
     ...            algo="", proto="")
     >>> len(validate(pd.DataFrame([row])))
     1
+    >>> validate(pd.DataFrame([{**row, "rank": 0.5}]))
+    Traceback (most recent call last):
+    ...
+    traces.schema.TraceError: row 0: field 'rank' is not a whole number: 0.5 (found in 1 row(s))
     """
+    from traces import checks
+
+    if not isinstance(df, pd.DataFrame):
+        raise TraceError(f"a trace is a pandas DataFrame, got {type(df).__name__}")
     out = normalize(df)
+    meta = out.attrs.get(METADATA_KEY)
+    if meta is not None:
+        checks.check_metadata(meta)
     if out.empty:
         return out
-
-    def fail(mask: np.ndarray, what: str) -> None:
-        bad = np.flatnonzero(mask)
-        if bad.size:
-            row = int(bad[0])
-            raise TraceError(f"row {row}: {what} (found in {bad.size} row(s))")
-
-    bad_op = ~out["op"].isin(OPS)
-    if bad_op.any():
-        fail(bad_op.to_numpy(), f"unknown op {out['op'][bad_op].iloc[0]!r}")
-    bad_dtype = ~out["dtype"].isin(DTYPE_BYTES)
-    if bad_dtype.any():
-        fail(bad_dtype.to_numpy(), f"unknown dtype {out['dtype'][bad_dtype].iloc[0]!r}")
-    fail((out["count"] < 0).to_numpy(), "field 'count' is negative")
-    codes, names = pd.factorize(out["dtype"])  # a handful of names: look each up once
-    sizes = np.array([DTYPE_BYTES[n] for n in names], dtype=np.int64)[codes]
-    fail(out["bytes"].to_numpy() != out["count"].to_numpy() * sizes, "field 'bytes' is not count × dtype size")
-    fail((out["nranks"] < 1).to_numpy(), "field 'nranks' is below 1")
-    fail((out["rank"] < 0).to_numpy(), "field 'rank' is negative")
-    fail((out["seq"] < 0).to_numpy(), "field 'seq' is negative")
-    meta = out.attrs.get(METADATA_KEY) or {}
-    world = meta.get("world_size")
-    if world is not None:
-        fail((out["rank"] >= int(world)).to_numpy(), f"field 'rank' is not below world_size {world}")
-    rooted = out["op"].isin(ROOTED_OPS | P2P_OPS).to_numpy()
-    root = out["root"].to_numpy()
-    fail(rooted & ((root < 0) | (root >= out["nranks"].to_numpy())), "field 'root' is outside the communicator")
-    split_len = np.fromiter(map(len, out["split_bytes"].to_numpy()), dtype=np.int64, count=len(out))
-    is_a2a = (out["op"] == "AllToAll").to_numpy()
-    fail((split_len > 0) & ~is_a2a, "field 'split_bytes' is set on a row that is not AllToAll")
-    fail((split_len > 0) & (split_len != out["nranks"].to_numpy()), "field 'split_bytes' needs one entry per comm rank")
+    out.attrs = {}  # pandas deep-copies attrs on every column access: check a bare frame
+    origin = checks.rebase_times(out)
+    if origin:
+        meta = {**(meta or {}), "time_origin_s": float((meta or {}).get("time_origin_s", 0.0)) + origin}
+    split_len = checks.split_lengths(out)
+    checks.check_rows(out, meta or {}, split_len)
+    if collectives:
+        checks.check_collectives(out, meta or {}, split_len)
+    if meta is not None:
+        out.attrs[METADATA_KEY] = meta
     return out
 
 

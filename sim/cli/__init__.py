@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import importlib
 import os
+import signal
 import sys
+import threading
 import traceback
 
 import click
@@ -42,6 +44,10 @@ _SHORT_HELP: dict[str, str] = {
 }
 
 
+class Interrupted(Exception):
+    """Ctrl-C during a sub-command (raised in place of KeyboardInterrupt so that click passes it on)."""
+
+
 class _Group(click.Group):
     """A group whose commands load lazily and whose default command is ``run``."""
 
@@ -58,6 +64,12 @@ class _Group(click.Group):
         # Short help without importing every sub-command (some pull in heavy libraries).
         with formatter.section("Commands"):
             formatter.write_dl(list(_SHORT_HELP.items()))
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:  # click would print a blank line and abort: main prints one line instead
+            raise Interrupted() from None
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         if args and args[0].startswith("-") and args[0] not in ("--help", "-h", "--version"):
@@ -112,7 +124,10 @@ def main(argv: list[str] | None = None) -> None:
     except errors as exc:
         click.echo(f"simrun: error: {_one_line(exc)}", err=True)
         sys.exit(2)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, Interrupted):  # exit 130 (128 + SIGINT); a run's folder stays marked .incomplete
+        if threading.current_thread() is threading.main_thread():
+            # a SIGINT that a library held back (pyarrow defers it during its I/O) must not kill us later
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
         click.echo("simrun: interrupted", err=True)
         sys.exit(130)
     except Exception:  # an internal failure: the traceback helps the bug report

@@ -6,7 +6,7 @@ import json
 
 import click
 
-from sim.cli.common import parse_set_options
+from sim.cli.common import parse_set_options, progress_bar
 
 
 def _format_text(info: dict) -> str:
@@ -47,7 +47,8 @@ def command(topology: str, sets: tuple[str, ...], draw_path: str | None, as_json
     import topologies
     from topologies.describe import summary
 
-    graph = topologies.build(topology, **parse_set_options(sets))
+    with progress_bar(None, f"building {topology}"):  # large fabrics take seconds (limits: docs/limits.md)
+        graph = topologies.build(topology, **parse_set_options(sets))
     info = summary(graph)
     if draw_path:
         from topologies.draw import draw

@@ -5,7 +5,6 @@ It is built by :func:`sim.results.build.build_result`.
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,25 +53,28 @@ class Result:
         Parameters
         ----------
         out_dir : str or Path
-            Created when missing.
+            Created when missing. Written as :class:`sim.results.output.RunFolder` describes: each file
+            replaced atomically, ``summary.json`` last, and a ``.incomplete`` marker until it is there.
         plots : bool
             Write ``report.html`` and its PNG plots.
         timeline : bool
             Write ``timeline.json`` (Chrome trace format; opens in Perfetto).
         """
-        out = Path(out_dir)
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "summary.json").write_text(json.dumps(_jsonable(self.summary), indent=2) + "\n")
-        self.collectives.to_parquet(out / "collectives.parquet", index=False)
-        self.links.to_parquet(out / "links.parquet", index=False)
-        self.link_timeseries.to_parquet(out / "link_timeseries.parquet", index=False)
-        self.incast.to_parquet(out / "incast.parquet", index=False)
         from sim.results import report
+        from sim.results.output import RunFolder
 
-        if timeline and self.log is not None:
-            report.write_timeline(self, out / "timeline.json")
-        if plots:
-            report.write_report(self, out)
+        out = Path(out_dir)
+        # Complete or marked incomplete: '.incomplete' until summary.json, written last, is in place.
+        with RunFolder(out) as run:
+            run.parquet(self.collectives, "collectives.parquet")
+            run.parquet(self.links, "links.parquet")
+            run.parquet(self.link_timeseries, "link_timeseries.parquet")
+            run.parquet(self.incast, "incast.parquet")
+            if timeline and self.log is not None:
+                report.write_timeline(self, out / "timeline.json")
+            if plots:
+                report.write_report(self, out)
+            run.summary(_jsonable(self.summary))
         return out
 
 

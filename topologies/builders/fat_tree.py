@@ -12,6 +12,7 @@ from topologies.builders.servers import (
     check_common,
     check_int,
     check_num_gpus,
+    check_size,
     new_graph,
 )
 from topologies.errors import TopologyError
@@ -111,6 +112,7 @@ def fat_tree(
         k = check_int("k", k, 2, where)
         if k % 2:
             raise TopologyError(f"{where}: k must be even, got k={k}")
+        check_size(where, 0, 5 * k * k // 4, 0, f"k={k}")  # the switches alone, before sizing from k**3
         hosts = k**3 // 4
         if num_gpus is None:
             num_gpus = hosts // gps * gps or hosts  # whole servers when at least one fits
@@ -118,6 +120,9 @@ def fat_tree(
         if num_gpus > hosts:
             raise TopologyError(f"{where} with k={k} holds {hosts} GPUs, fewer than num_gpus={num_gpus}")
     half = k // 2
+    servers = -(-num_gpus // gps) if gps > 1 else 0
+    check_size(where, num_gpus, num_gpus + servers + 5 * half * k // 2, num_gpus * (2 if gps > 1 else 1) + 2 * k * half * half,
+               f"k={k}, num_gpus={num_gpus}")
     graph = new_graph(where, num_gpus, dict(k=k, **common))
     add_servers(graph, num_gpus, gps, common["nvlink_gbps"], common["nvlink_latency_us"])
     up_gbps = common["link_gbps"] / common["oversubscription"]

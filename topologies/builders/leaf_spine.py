@@ -12,6 +12,7 @@ from topologies.builders.servers import (
     check_common,
     check_int,
     check_num_gpus,
+    check_size,
     new_graph,
 )
 from topologies.errors import TopologyError
@@ -128,6 +129,10 @@ def leaf_spine(
     if num_spines is None:
         num_spines = math.ceil(gpus_per_leaf / over)
     num_spines = check_int("num_spines", num_spines, 1, where)
+    servers = -(-num_gpus // gps) if gps > 1 else 0
+    check_size(where, num_gpus, num_gpus + servers + num_leaves + num_spines,
+               num_gpus * (2 if gps > 1 else 1) + num_leaves * num_spines,
+               f"{num_leaves} leaves, {num_spines} spines, num_gpus={num_gpus}")
     up_gbps = gpus_per_leaf * common["link_gbps"] / (over * num_spines)
     params = dict(gpus_per_leaf=gpus_per_leaf, num_leaves=num_leaves, num_spines=num_spines, radix=radix, **common)
     graph = new_graph(where, num_gpus, params)

@@ -12,6 +12,7 @@ from topologies.builders.servers import (
     check_common,
     check_int,
     check_num_gpus,
+    check_size,
     new_graph,
 )
 from topologies.errors import TopologyError
@@ -190,6 +191,10 @@ def _rail_fabric(where, shared_spines, num_gpus, gpus_per_server, servers_per_un
     if num_spines is None:
         num_spines = math.ceil(servers_per_unit / over)
     num_spines = check_int("num_spines", num_spines, 1, where)
+    spines = (num_spines if shared_spines else num_spines * gps) if has_spines else 0
+    check_size(where, num_gpus, num_gpus + (servers if gps > 1 else 0) + num_units * gps + spines,
+               num_gpus * (2 if gps > 1 else 1) + (num_units * gps * num_spines if has_spines else 0),
+               f"{num_units} units, {num_spines} spines, num_gpus={num_gpus}")
     params = dict(servers_per_unit=servers_per_unit, num_units=num_units, num_rails=gps,
                   num_spines=num_spines if has_spines else 0, **common)
     graph = new_graph(where, num_gpus, params)

@@ -11,6 +11,11 @@ from topologies.schema import gpu_name
 
 #: GPUs built when neither ``num_gpus`` nor a shape is given.
 DEFAULT_NUM_GPUS = 128
+#: Size limits of a topology, checked before anything is built (docs/limits.md): a fat-tree of 65,536 GPUs
+#: (k=64) builds in ~4 s and ~250 MB; routing and replay need several times that.
+MAX_GPUS = 65_536
+MAX_NODES = 250_000
+MAX_LINKS = 1_000_000
 
 
 def check_int(name: str, value, minimum: int = 1, where: str = "topology") -> int:
@@ -45,8 +50,43 @@ def check_common(where: str, gpus_per_server, link_gbps, nvlink_gbps, latency_us
 
 
 def check_num_gpus(where: str, num_gpus) -> int:
-    """``num_gpus`` checked: a positive int (the last server may be partly filled, e.g. 4 GPUs of 8)."""
-    return check_int("num_gpus", num_gpus, 1, where)
+    """``num_gpus`` checked: a positive int up to :data:`MAX_GPUS` (the last server may be partly filled)."""
+    num_gpus = check_int("num_gpus", num_gpus, 1, where)
+    if num_gpus > MAX_GPUS:
+        raise TopologyError(f"{where}: num_gpus={num_gpus} is above the limit of {MAX_GPUS:,} GPUs per topology "
+                            "(docs/limits.md)")
+    return num_gpus
+
+
+def check_size(where: str, gpus: int, nodes: int, links: int, shape: str) -> None:
+    """Refuse a topology larger than the limits before it is built.
+
+    Parameters
+    ----------
+    where : str
+        Preset name or file, for the message.
+    gpus, nodes, links : int
+        What the shape would build (Python ints: no overflow however large the parameters).
+    shape : str
+        The parameters that give that size, for the message (``"k=1000"``).
+
+    Raises
+    ------
+    TopologyError
+        Naming the count over its limit.
+
+    Examples
+    --------
+    >>> check_size("fat_tree", 16, 36, 48, "k=4")
+    >>> check_size("fat_tree", 32, 1_250_000_000_032, 2 * 10**8, "k=1000000")
+    Traceback (most recent call last):
+    ...
+    topologies.errors.TopologyError: fat_tree with k=1000000 would have 1,250,000,000,032 nodes, above the limit of 250,000 (docs/limits.md)
+    """
+    for what, count, limit in (("GPUs", gpus, MAX_GPUS), ("nodes", nodes, MAX_NODES), ("links", links, MAX_LINKS)):
+        if count > limit:
+            raise TopologyError(f"{where} with {shape} would have {count:,} {what}, above the limit of {limit:,} "
+                                "(docs/limits.md)")
 
 
 def too_small(where: str, capacity: int, num_gpus: int, shape: str) -> TopologyError:

@@ -11,10 +11,15 @@ from typing import Any
 
 import pandas as pd
 
+from traces.atomic import short_repr
 from traces.schema import TraceError
 from traces.synth.models import MODELS, ModelSpec, get_model
 
-__all__ = ["MODELS", "ModelSpec", "get_model", "synthesize"]
+__all__ = ["MODELS", "SIZE_LIMITS", "ModelSpec", "get_model", "synthesize"]
+
+#: Upper bounds of the options that size a synthesized run (the trace itself is capped at
+#: ``traces.synth.builder.MAX_SYNTH_ROWS`` rows).
+SIZE_LIMITS: dict[str, int] = {"requests": 100_000, "steps": 10_000, "micro_batches": 100_000}
 
 
 def synthesize(model: str, mode: str = "inference", **plan: Any) -> pd.DataFrame:
@@ -50,6 +55,11 @@ def synthesize(model: str, mode: str = "inference", **plan: Any) -> pd.DataFrame
     """
     spec = get_model(model)
     options = {k: v for k, v in plan.items() if v is not None}
+    for key, top in SIZE_LIMITS.items():  # checked before anything is allocated for them
+        value = options.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= top):
+            raise TraceError(f"option '{key}' must be an integer in 1..{top:,}, got {short_repr(value)} "
+                             "(docs/limits.md)")
     layers = options.pop("layers", None)
     if layers is not None:
         if not isinstance(layers, int) or not 1 <= layers <= spec.layers:

@@ -20,6 +20,9 @@ import pandas as pd
 from traces.schema import DTYPE_BYTES, TraceError, new_metadata, normalize
 from traces.synth.compute import comm_estimate_s
 
+#: Most rows a synthesized trace may have (~2 GB of Python lists while building; docs/limits.md).
+MAX_SYNTH_ROWS = 5_000_000
+
 
 class TraceBuilder:
     """Per-rank programs of collective and point-to-point ops.
@@ -81,6 +84,9 @@ class TraceBuilder:
     def _append(self, rank: int, comm: str, seq: int, op: str, count: int, dtype: str, root: int,
                 nranks: int, context: str, group: int, split: tuple[int, ...], gap: float, nb: float) -> None:
         c = self._cols
+        if len(c["rank"]) >= MAX_SYNTH_ROWS:  # bounded memory whatever option made the run long
+            raise TraceError(f"synthesis would exceed {MAX_SYNTH_ROWS:,} rows (docs/limits.md); use fewer requests, "
+                             "output tokens, steps or layers")
         c["rank"].append(rank)
         c["comm"].append(comm)
         c["seq"].append(seq)

@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from traces.atomic import atomic_output, safe_file_name, short_repr
 from traces.schema import DTYPE_BYTES, NCCL_DTYPE_VALUES, P2P_OPS, ROOTED_OPS, TraceError, validate
 
 #: Version printed in the banner: the newest format feature written (``AlltoAll`` lines) is 2.28's.
@@ -70,7 +71,8 @@ def write_nccl_log(df: pd.DataFrame, out: Path, *, per_host: bool = False) -> li
     df : pandas.DataFrame
         A §3 trace (validated first); ``df.attrs["collsim"]["comms"]`` gives comm-rank order.
     out : Path
-        The file to write, or with ``per_host`` the folder that gets one ``<host>.log`` per host.
+        The file to write, or with ``per_host`` the folder that gets one ``<host>.log`` per host (the host
+        name made safe by :func:`host_files`: a host of ``../x`` cannot write outside the folder).
     per_host : bool
         One file per host instead of one file.
 
@@ -195,19 +197,46 @@ def _coll_lines(frame: pd.DataFrame, idx: np.ndarray, r: int, pre: str, stamps: 
                          "channel{Lo..Hi}={0..0}")
 
 
+def host_files(hosts: list[str], out: Path) -> dict[str, Path]:
+    """One ``<host>.log`` per host inside ``out``; names made safe, so no host can write outside ``out``.
+
+    Raises
+    ------
+    TraceError
+        When two hosts would share a file name once made safe.
+
+    Examples
+    --------
+    >>> host_files(["node0", "../escaped"], Path("logs"))
+    {'node0': PosixPath('logs/node0.log'), '../escaped': PosixPath('logs/_.._escaped.log')}
+    """
+    files: dict[str, Path] = {}
+    owner: dict[str, str] = {}
+    for host in hosts:
+        name = safe_file_name(host, ".log")
+        if name in owner:
+            raise TraceError(f"hosts {short_repr(owner[name])} and {short_repr(host)} would both be written to "
+                             f"{out / name}")
+        owner[name] = host
+        files[host] = out / name
+    return files
+
+
 def _write(texts: dict[str, list[str]], out: Path, per_host: bool) -> list[Path]:
     written = []
     try:
         if per_host:
             out.mkdir(parents=True, exist_ok=True)
-            for host, lines in texts.items():
-                path = out / f"{host}.log"
-                path.write_text("\n".join(lines) + "\n")
+            for host, path in host_files(list(texts), out).items():
+                lines = texts[host]
+                with atomic_output(path) as tmp:
+                    tmp.write_text("\n".join(lines) + "\n")
                 written.append(path)
         else:
             out.parent.mkdir(parents=True, exist_ok=True)
             lines = texts.get("", [])
-            out.write_text("\n".join(lines) + ("\n" if lines else ""))
+            with atomic_output(out) as tmp:
+                tmp.write_text("\n".join(lines) + ("\n" if lines else ""))
             written.append(out)
     except OSError as exc:
         raise TraceError(f"{out}: cannot write ({exc.strerror or exc})") from None

@@ -1,0 +1,339 @@
+"""The checks behind :func:`traces.schema.validate`: exact dtypes, metadata types, collectives that agree.
+
+Each check is vectorised (numpy / pandas over whole columns) and raises :class:`traces.schema.TraceError`
+naming the field, the 0-based row and the value (cut short, see :func:`traces.atomic.short_repr`). A value
+is either used exactly or refused: a fractional rank is not truncated, a rank of ``2**32 + 3`` is not
+wrapped to 3, an ``int64`` product that overflows is not compared modulo ``2**64``.
+
+Limits (also in ``docs/limits.md``):
+
+- :data:`MAX_WORLD_SIZE` ranks, :data:`MAX_GPUS_PER_NODE` GPUs per node;
+- :data:`MAX_OP_BYTES` bytes per row (float64 represents every such integer exactly, and the simulator's
+  flow sizes are float64);
+- times at most :data:`MAX_SPAN_S` seconds from the trace's start; a trace whose earliest ``t_start_s`` is
+  at least :data:`CLOCK_THRESHOLD_S` is taken to carry clock times (Unix epoch) and is rebased by
+  :func:`rebase_times` so that float resolution does not change durations.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from traces.atomic import short_repr
+from traces.schema import DTYPE_BYTES, METADATA_KEY, OPS, P2P_OPS, ROOTED_OPS, TraceError
+
+__all__ = [
+    "CLOCK_THRESHOLD_S",
+    "MAX_GPUS_PER_NODE",
+    "MAX_OP_BYTES",
+    "MAX_SPAN_S",
+    "MAX_WORLD_SIZE",
+    "check_collectives",
+    "check_metadata",
+    "check_rows",
+    "exact_float",
+    "exact_int",
+    "rebase_times",
+]
+
+MAX_WORLD_SIZE = 1 << 20
+MAX_GPUS_PER_NODE = 1024
+MAX_OP_BYTES = 1 << 53
+MAX_SPAN_S = 1e6  # 11.6 days: float64 still resolves 0.2 ns at that distance from the start
+CLOCK_THRESHOLD_S = 1e8  # 3.2 years: no trace lasts that long, so such a start is a clock reading
+
+
+def _fail(mask: np.ndarray, what: str, values: Any = None) -> None:
+    """Raise a TraceError for the first row where ``mask`` holds (no-op when none does)."""
+    bad = np.flatnonzero(mask)
+    if bad.size:
+        row = int(bad[0])
+        shown = "" if values is None else f": {short_repr(_item(values[row]))}"
+        raise TraceError(f"row {row}: {what}{shown} (found in {bad.size} row(s))")
+
+
+def _item(value: Any) -> Any:
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def exact_int(col: pd.Series, name: str, dtype: str, nan_as: int | None = None) -> np.ndarray:
+    """Column ``name`` as a numpy array of ``dtype``, refusing any value that would change on the way.
+
+    Parameters
+    ----------
+    col : pandas.Series
+        Integers of any width, floats holding whole numbers, or objects holding Python ints.
+    name : str
+        Column name for the message.
+    dtype : str
+        ``"int32"`` or ``"int64"``.
+    nan_as : int, optional
+        Value of a missing entry; by default a missing entry is refused.
+
+    Raises
+    ------
+    TraceError
+        Text, booleans, fractions, non-finite or missing values, or values outside ``dtype``'s range.
+
+    Examples
+    --------
+    >>> exact_int(pd.Series([1.0, 2.0]), "rank", "int32")
+    array([1, 2], dtype=int32)
+    >>> exact_int(pd.Series([0.5]), "rank", "int32")
+    Traceback (most recent call last):
+    ...
+    traces.schema.TraceError: row 0: field 'rank' is not a whole number: 0.5 (found in 1 row(s))
+    """
+    if col.dtype == dtype:
+        return col.to_numpy()
+    info = np.iinfo(dtype)
+    if col.dtype.kind == "b":
+        raise TraceError(f"field '{name}' holds true/false values, expected integers ({dtype})")
+    if col.dtype.kind not in "iuf" or isinstance(col.dtype, pd.api.extensions.ExtensionDtype):
+        col = _numeric(col, name)  # Python ints, text, nullable pandas types
+    if col.dtype.kind == "f":
+        values = col.to_numpy(dtype=float)
+        missing = np.isnan(values)
+        if nan_as is None:
+            _fail(missing, f"field '{name}' is missing (NaN)")
+        filled = np.where(missing, float(nan_as or 0), values)
+        _fail(~np.isfinite(filled), f"field '{name}' is not finite", values)
+        _fail(filled != np.floor(filled), f"field '{name}' is not a whole number", values)
+        _fail((filled < info.min) | (filled > info.max), f"field '{name}' does not fit {dtype}", values)
+        return filled.astype(dtype)
+    values = col.to_numpy()
+    if values.size and (values.min() < info.min or values.max() > info.max):
+        _fail((values < info.min) | (values > info.max), f"field '{name}' does not fit {dtype}", values)
+    return values.astype(dtype)
+
+
+def _numeric(col: pd.Series, name: str) -> pd.Series:
+    """An object or extension column as numbers (int64 or float64); TraceError on text, booleans, huge ints."""
+    values = col.to_numpy(dtype=object)
+    # booleans and text are refused even when they read as numbers ("3", True): a value is used as given
+    is_bool = np.fromiter((isinstance(v, bool | np.bool_ | str | bytes) for v in values), bool, len(values))
+    try:
+        numeric = pd.to_numeric(pd.Series(values, dtype=object), errors="coerce")
+    except (OverflowError, ValueError, TypeError):
+        numeric = pd.Series(values, dtype=object)
+    if numeric.dtype.kind not in "iuf":  # ints beyond 64 bits stay objects
+        huge = np.fromiter((isinstance(v, int) and not -(1 << 63) <= v < (1 << 63) for v in values), bool, len(values))
+        _fail(huge, f"field '{name}' does not fit 64 bits", values)
+        numeric = pd.to_numeric(pd.Series(values, dtype=object), errors="coerce")
+    present = np.fromiter((v is not None and v is not pd.NA and not (isinstance(v, float) and v != v)
+                           for v in values), bool, len(values))
+    _fail((numeric.isna().to_numpy() & present) | is_bool, f"field '{name}' is not a number", values)
+    return numeric
+
+
+def exact_float(col: pd.Series, name: str) -> np.ndarray:
+    """Column ``name`` as float64; NaN stays NaN (unknown); text and booleans are refused.
+
+    Examples
+    --------
+    >>> exact_float(pd.Series([1, 2]), "t_start_s")
+    array([1., 2.])
+    """
+    if col.dtype == "float64":
+        return col.to_numpy()
+    if col.dtype.kind == "b":
+        raise TraceError(f"field '{name}' holds true/false values, expected numbers (float64)")
+    if col.dtype.kind not in "iuf" or isinstance(col.dtype, pd.api.extensions.ExtensionDtype):
+        col = _numeric(col, name)
+    return col.to_numpy(dtype=float, na_value=np.nan)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int | np.integer) and not isinstance(value, bool | np.bool_)
+
+
+def check_metadata(meta: Mapping[str, Any]) -> None:
+    """Check the types and ranges of the ``collsim`` metadata keys that consumers rely on.
+
+    Raises
+    ------
+    TraceError
+        Naming the key: ``world_size`` and ``gpus_per_node`` positive ints within the limits, ``comms`` a
+        mapping of comm id to a list of distinct global ranks below ``world_size`` (-1: a member no log
+        line shows), ``source`` a string.
+
+    Examples
+    --------
+    >>> check_metadata({"world_size": "four"})
+    Traceback (most recent call last):
+    ...
+    traces.schema.TraceError: metadata 'world_size' must be an integer in 0..1048576, got 'four'
+    """
+    if not isinstance(meta, Mapping):
+        raise TraceError(f"metadata '{METADATA_KEY}' must be a mapping, got {type(meta).__name__}")
+    try:  # it is stored as JSON (SPEC §3)
+        json.dumps(meta)
+    except (TypeError, ValueError) as exc:
+        raise TraceError(f"metadata '{METADATA_KEY}' is not JSON: {short_repr(str(exc))}") from None
+    world = meta.get("world_size")
+    for key, low, top in (("world_size", 0, MAX_WORLD_SIZE), ("gpus_per_node", 1, MAX_GPUS_PER_NODE)):
+        value = meta.get(key)
+        if value is not None and (not _is_int(value) or not low <= value <= top):
+            raise TraceError(f"metadata '{key}' must be an integer in {low}..{top}, got {short_repr(value)}")
+    source = meta.get("source")
+    if source is not None and not isinstance(source, str):
+        raise TraceError(f"metadata 'source' must be a string, got {short_repr(source)}")
+    comms = meta.get("comms")
+    if comms is None:
+        return
+    if not isinstance(comms, Mapping):
+        raise TraceError(f"metadata 'comms' must map each comm id to its global ranks, got {short_repr(comms)}")
+    limit = world if world is not None else MAX_WORLD_SIZE
+    for comm, ranks in comms.items():
+        if not isinstance(ranks, list | tuple) or not ranks or not all(map(_is_int, ranks)):
+            raise TraceError(f"metadata 'comms'[{short_repr(comm)}] must be a non-empty list of global ranks, "
+                             f"got {short_repr(ranks)}")
+        arr = np.asarray(ranks, dtype=np.int64)
+        if arr.min() < -1 or arr.max() >= limit:  # -1: a member that no log line shows (readers)
+            raise TraceError(f"metadata 'comms'[{short_repr(comm)}] names rank {int(arr[(arr < -1) | (arr >= limit)][0])}"
+                             f", outside world_size {limit}")
+        arr = arr[arr >= 0]
+        if np.unique(arr).size != arr.size:
+            raise TraceError(f"metadata 'comms'[{short_repr(comm)}] lists a rank twice")
+
+
+def check_rows(out: pd.DataFrame, meta: Mapping[str, Any], split_len: np.ndarray) -> None:
+    """Per-row checks: names, ranges, ``bytes == count × size`` without overflow, roots, splits, times.
+
+    ``split_len`` is :func:`split_lengths` of ``out``.
+    """
+    op, dtype = out["op"].to_numpy(), out["dtype"].to_numpy()
+    op_codes, op_names = pd.factorize(op)  # a handful of names: look each up once
+    _fail(~np.isin(op_codes, [k for k, n in enumerate(op_names) if n in OPS]), "unknown op", op)
+    codes, names = pd.factorize(dtype)
+    _fail(~np.isin(codes, [k for k, n in enumerate(names) if n in DTYPE_BYTES]), "unknown dtype", dtype)
+    count, nbytes = out["count"].to_numpy(), out["bytes"].to_numpy()
+    _fail(count < 0, "field 'count' is negative", count)
+    sizes = np.array([DTYPE_BYTES[n] for n in names], dtype=np.int64)[codes]
+    # count × size is compared only where it cannot overflow int64 (a wrapped product could match)
+    _fail(count > MAX_OP_BYTES // sizes, f"field 'count' × dtype size exceeds {MAX_OP_BYTES} bytes", count)
+    _fail(nbytes != count * sizes, "field 'bytes' is not count × dtype size", nbytes)
+    nranks, rank = out["nranks"].to_numpy(), out["rank"].to_numpy()
+    _fail((nranks < 1) | (nranks > MAX_WORLD_SIZE), f"field 'nranks' is not in 1..{MAX_WORLD_SIZE}", nranks)
+    _fail(rank < 0, "field 'rank' is negative", rank)
+    _fail(out["seq"].to_numpy() < 0, "field 'seq' is negative", out["seq"].to_numpy())
+    _fail(out["device"].to_numpy() < -1, "field 'device' is below -1", out["device"].to_numpy())
+    _fail(out["group"].to_numpy() < -1, "field 'group' is below -1", out["group"].to_numpy())
+    world = meta.get("world_size")
+    if world is not None:
+        _fail(rank >= world, f"field 'rank' is not below world_size {world}", rank)
+    rooted = np.isin(op_codes, [k for k, n in enumerate(op_names) if n in ROOTED_OPS | P2P_OPS])
+    root = out["root"].to_numpy()
+    _fail(rooted & ((root < 0) | (root >= nranks)), "field 'root' is outside the communicator", root)
+    is_a2a = op_codes == (list(op_names).index("AllToAll") if "AllToAll" in op_names else -2)
+    _fail((split_len > 0) & ~is_a2a, "field 'split_bytes' is set on a row that is not AllToAll")
+    _fail((split_len > 0) & (split_len != nranks), "field 'split_bytes' needs one entry per comm rank", split_len)
+    if split_len.any():
+        flat = np.fromiter((x for v in out["split_bytes"].to_numpy() for x in v), dtype=object)
+        flat = flat.astype(np.float64)
+        row_of = np.repeat(np.arange(len(out)), split_len)
+        bad = np.zeros(len(out), bool)
+        bad[row_of[(flat < 0) | (flat > MAX_OP_BYTES)]] = True
+        _fail(bad, f"field 'split_bytes' has an entry outside 0..{MAX_OP_BYTES}")
+    for name in ("t_start_s", "duration_s"):
+        t = out[name].to_numpy()
+        _fail(np.isinf(t), f"field '{name}' is infinite (NaN means unknown)", t)
+        _fail(t < 0, f"field '{name}' is negative", t)
+        _fail(t > MAX_SPAN_S, f"field '{name}' is more than {MAX_SPAN_S:g} s from the trace's start", t)
+
+
+def split_lengths(out: pd.DataFrame) -> np.ndarray:
+    """Entries of ``split_bytes`` per row (0: an even op)."""
+    return np.fromiter(map(len, out["split_bytes"].to_numpy()), dtype=np.int64, count=len(out))
+
+
+def rebase_times(out: pd.DataFrame) -> float:
+    """Shift ``t_start_s`` so that the trace starts at 0 when it carries clock times; return the shift.
+
+    A trace whose earliest known ``t_start_s`` is at least :data:`CLOCK_THRESHOLD_S` holds clock readings
+    (e.g. Unix epoch, 1.7e9 s), where float64 resolves only ~0.2 us; durations computed from them lose up
+    to that much. Subtracting the earliest start is exact (both values are close), so the relative times
+    are the ones in the file and later arithmetic keeps full resolution. Otherwise nothing changes (0.0).
+    """
+    t = out["t_start_s"].to_numpy()
+    finite = t[np.isfinite(t)]
+    if not finite.size or finite.min() < CLOCK_THRESHOLD_S:
+        return 0.0
+    origin = float(finite.min())
+    out["t_start_s"] = t - origin
+    return origin
+
+
+def check_collectives(out: pd.DataFrame, meta: Mapping[str, Any], split_len: np.ndarray) -> None:
+    """The rows of one collective (same ``comm`` and ``seq``) must be one per member and agree.
+
+    Checks: no duplicated (``comm``, ``seq``, ``rank``) collective row nor (``comm``, ``rank``, ``op``,
+    ``root``, ``seq``) Send/Recv row; ``nranks`` equal to the size of the communicator in the metadata and
+    every row's rank one of its members (or, without metadata, no more rows than ``nranks``); and the rows
+    of one collective agree on ``op``, ``dtype``, ``nranks``, ``root`` and (unless AllToAll splits make
+    them differ) ``count`` and ``bytes``.
+    """
+    comm_codes, comm_names = pd.factorize(out["comm"])
+    rank = out["rank"].to_numpy().astype(np.int64)
+    nranks = out["nranks"].to_numpy()
+    comms = meta.get("comms") or {}
+    size_of = np.array([len(comms[c]) if c in comms else -1 for c in comm_names], dtype=np.int64)[comm_codes]
+    known = size_of >= 0
+    _fail(known & (nranks != size_of), "field 'nranks' differs from the size of its comm in the metadata", nranks)
+    if known.any():
+        width = int(max(rank.max(), max((max(v) for v in comms.values()), default=0))) + 1
+        members = {c: np.asarray(comms[c], dtype=np.int64) for c in comm_names if c in comms}
+        member_keys = np.concatenate([k * width + members[c][members[c] >= 0]  # -1: an unseen member
+                                      for k, c in enumerate(comm_names) if c in comms])
+        row_keys = comm_codes.astype(np.int64) * width + rank
+        outside = known & ~np.isin(row_keys, member_keys)
+        if outside.any():
+            row = int(np.flatnonzero(outside)[0])
+            raise TraceError(f"row {row}: rank {int(rank[row])} is not a member of comm "
+                             f"{short_repr(out['comm'].iat[row])} in the metadata (found in {int(outside.sum())} row(s))")
+    op_codes, op_names = pd.factorize(out["op"].to_numpy())
+    is_p2p = np.isin(op_codes, [k for k, n in enumerate(op_names) if n in P2P_OPS])
+    if is_p2p.any():
+        p2p = out.loc[is_p2p, ["comm", "rank", "op", "root", "seq"]]
+        dup = np.zeros(len(out), bool)
+        dup[np.flatnonzero(is_p2p)[p2p.duplicated().to_numpy()]] = True
+        _fail(dup, "Send/Recv row duplicates an earlier one (same comm, rank, op, peer and seq)")
+    coll = np.flatnonzero(~is_p2p)
+    if not coll.size:
+        return
+    seq = out["seq"].to_numpy()[coll]
+    span = int(seq.max()) + 1
+    if len(comm_names) * span < (1 << 62):  # one int64 key per (comm, seq): factorize it in one pass
+        gid, _ = pd.factorize(comm_codes[coll].astype(np.int64) * span + seq)
+    else:
+        gid, _ = pd.factorize(pd.MultiIndex.from_arrays([comm_codes[coll], seq]))
+    dup = np.zeros(len(out), bool)
+    dup[coll[pd.Series(gid.astype(np.int64) * (int(rank.max()) + 1) + rank[coll]).duplicated().to_numpy()]] = True
+    _fail(dup, "row duplicates an earlier row of the same collective (same comm, seq and rank)")
+    first = coll[np.unique(gid, return_index=True)[1]]  # the earliest row of each collective
+    lead = first[gid]
+    has_split = split_len[coll] > 0
+    split_group = np.bincount(gid, weights=has_split, minlength=first.size)[gid] > 0
+    codes = {"op": op_codes, "dtype": pd.factorize(out["dtype"].to_numpy())[0]}  # ints compare fast
+    for name in ("op", "dtype", "nranks", "root", "count", "bytes"):
+        values = codes.get(name, out[name].to_numpy())
+        differs = values[coll] != values[lead]
+        if name in ("count", "bytes"):
+            differs &= ~split_group
+        if differs.any():
+            i = int(np.flatnonzero(differs)[0])
+            row, ref = int(coll[i]), int(lead[i])
+            comm = out["comm"].iat[row]
+            shown = out[name].to_numpy()
+            raise TraceError(f"row {row}: collective comm={short_repr(comm)} seq={int(seq[i])}: field '{name}' is "
+                             f"{short_repr(_item(shown[row]))} on rank {int(rank[row])} but "
+                             f"{short_repr(_item(shown[ref]))} on rank {int(rank[ref])} (row {ref})")
+    if not known.all():
+        rows_of = np.bincount(gid, minlength=first.size)[gid]
+        _fail(np.isin(np.arange(len(out)), coll[(rows_of > nranks[coll]) & ~known[coll]]),
+              "collective has more rows than its field 'nranks'", nranks)
