@@ -25,7 +25,8 @@ import numpy as np
 import pandas as pd
 
 from traces.atomic import short_repr
-from traces.schema import DTYPE_BYTES, METADATA_KEY, OPS, P2P_OPS, ROOTED_OPS, TraceError
+from traces.errors import TraceError
+from traces.vocabulary import DTYPE_BYTES, METADATA_KEY, OPS, P2P_OPS, ROOTED_OPS
 
 __all__ = [
     "CLOCK_THRESHOLD_S",
@@ -87,7 +88,7 @@ def exact_int(col: pd.Series, name: str, dtype: str, nan_as: int | None = None) 
     >>> exact_int(pd.Series([0.5]), "rank", "int32")
     Traceback (most recent call last):
     ...
-    traces.schema.TraceError: row 0: field 'rank' is not a whole number: 0.5 (found in 1 row(s))
+    traces.errors.TraceError: row 0: field 'rank' is not a whole number: 0.5 (found in 1 row(s))
     """
     if col.dtype == dtype:
         return col.to_numpy()
@@ -167,7 +168,7 @@ def check_metadata(meta: Mapping[str, Any]) -> None:
     >>> check_metadata({"world_size": "four"})
     Traceback (most recent call last):
     ...
-    traces.schema.TraceError: metadata 'world_size' must be an integer in 0..1048576, got 'four'
+    traces.errors.TraceError: metadata 'world_size' must be an integer in 0..1048576, got 'four'
     """
     if not isinstance(meta, Mapping):
         raise TraceError(f"metadata '{METADATA_KEY}' must be a mapping, got {type(meta).__name__}")

@@ -28,58 +28,18 @@ import pyarrow as pa
 
 from traces.errors import TraceError  # re-exported: the trace family of collsim's CollsimError
 
-SCHEMA_VERSION = 1
-METADATA_KEY = "collsim"
-
-#: Operation names, as NCCL prints them (NCCL's own ``AlltoAll`` is normalised to ``AllToAll``).
-OPS: tuple[str, ...] = (
-    "AllReduce",
-    "AllGather",
-    "ReduceScatter",
-    "Broadcast",
-    "Reduce",
-    "AllToAll",
-    "Send",
-    "Recv",
-    "Gather",
-    "Scatter",
+# re-exported: the vocabulary of the schema lives in a leaf module that traces.checks shares
+from traces.vocabulary import (
+    COLLECTIVE_OPS,
+    DTYPE_BYTES,
+    METADATA_KEY,
+    NCCL_DTYPE_CODES,
+    NCCL_DTYPE_VALUES,
+    OPS,
+    P2P_OPS,
+    ROOTED_OPS,
+    SCHEMA_VERSION,
 )
-COLLECTIVE_OPS: frozenset[str] = frozenset(OPS) - {"Send", "Recv"}
-P2P_OPS: frozenset[str] = frozenset({"Send", "Recv"})
-ROOTED_OPS: frozenset[str] = frozenset({"Broadcast", "Reduce", "Gather", "Scatter"})
-
-#: Element size in bytes of each dtype name (NCCL's ``ncclTypeSize``).
-DTYPE_BYTES: dict[str, int] = {
-    "int8": 1,
-    "uint8": 1,
-    "int32": 4,
-    "uint32": 4,
-    "int64": 8,
-    "uint64": 8,
-    "fp16": 2,
-    "fp32": 4,
-    "fp64": 8,
-    "bf16": 2,
-    "fp8_e4m3": 1,
-    "fp8_e5m2": 1,
-}
-
-#: NCCL ``ncclDataType_t`` value -> dtype name (nccl.h).
-NCCL_DTYPE_CODES: dict[int, str] = {
-    0: "int8",
-    1: "uint8",
-    2: "int32",
-    3: "uint32",
-    4: "int64",
-    5: "uint64",
-    6: "fp16",
-    7: "fp32",
-    8: "fp64",
-    9: "bf16",
-    10: "fp8_e4m3",
-    11: "fp8_e5m2",
-}
-NCCL_DTYPE_VALUES: dict[str, int] = {name: code for code, name in NCCL_DTYPE_CODES.items()}
 
 #: Column -> pandas dtype, in SPEC order. ``string`` columns hold Python str (never NaN).
 COLUMNS: dict[str, str] = {
@@ -309,7 +269,7 @@ def validate(df: pd.DataFrame, collectives: bool = True) -> pd.DataFrame:
     >>> validate(pd.DataFrame([{**row, "rank": 0.5}]))
     Traceback (most recent call last):
     ...
-    traces.schema.TraceError: row 0: field 'rank' is not a whole number: 0.5 (found in 1 row(s))
+    traces.errors.TraceError: row 0: field 'rank' is not a whole number: 0.5 (found in 1 row(s))
     """
     from traces import checks
 
