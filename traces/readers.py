@@ -225,6 +225,8 @@ def ingest(
     module = _module(format)
     reader = getattr(module, FORMATS[format][1])
     df, report = reader(files, strict=strict, progress=progress)
+    if report.disagreeing is None:
+        report.check_agreement(df)
     meta = dict(df.attrs.get(METADATA_KEY) or {})
     meta["ingest"] = report.as_dict()
     meta["notes"] = list(dict.fromkeys([*meta.get("notes", []), *report.notes]))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections import Counter
 from pathlib import Path
 
 import click
@@ -46,6 +45,4 @@ def command(files: tuple[Path, ...], output: Path, fmt: str, strict: bool) -> No
 
 def _report(stored: dict) -> IngestReport:
     """Rebuild the IngestReport that ``ingest`` stored in the metadata (for its one-line summary)."""
-    return IngestReport(files=list(stored.get("files", [])), lines_read=int(stored.get("lines_read", 0)),
-                        records=int(stored.get("records", 0)), skipped=Counter(stored.get("skipped", {})),
-                        examples=dict(stored.get("examples", {})))
+    return IngestReport.from_dict(stored)

@@ -15,6 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from traces.formats.nccl.infer import infer_groups
+
 POS_SHIFT = 40  # position key = file index << POS_SHIFT | line number (orders lines across files)
 
 
@@ -38,6 +40,9 @@ class Instance:
     comm_rank: int = -1
     identity: tuple[str, int, int] = ("", -1, -1)  # (host, pid, cudaDev): one GPU
     grank: int = -1  # RCCL ``globalrank`` when logged
+    sequence: tuple = ()  # collectives (opCount, op, count, dt, root) of a pointer without Init line
+    prefix_dev: int = -1  # the ``[dev]`` every COLL line of the instance shows (-1: none or several)
+    inferred: bool = False  # member of a communicator inferred from COLL lines alone
 
     @property
     def host(self) -> str:
@@ -83,8 +88,12 @@ def build_instances(inits: list[dict[str, Any]]) -> dict[tuple[str, int, str], l
     return out
 
 
-def group_instances(instances: list[Instance], notes: list[str]) -> dict[str, list[Instance]]:
+def group_instances(instances: list[Instance], notes: list[str],
+                    evidence: dict[str, dict[str, Any]] | None = None) -> dict[str, list[Instance]]:
     """Name communicators and set each instance's ``comm`` and ``comm_rank``.
+
+    Pointers without any Init line are grouped by :func:`traces.formats.nccl.infer.infer_groups`; the
+    evidence of each such communicator goes to ``evidence`` (name -> dict) when given.
 
     Returns
     -------
@@ -103,19 +112,35 @@ def group_instances(instances: list[Instance], notes: list[str]) -> dict[str, li
         for inst in sorted(no_id, key=lambda i: i.start):
             _place(comms, inst, f"comm-{inst.key[2]}", inst.rank or 0, by_size=True)
     if bare:
-        notes.append(f"{len(bare)} comm pointer(s) have no Init line: one communicator per pointer value, "
-                     "comm ranks in order of appearance, nranks from [nranks=]")
-        names: dict[tuple[str, int], str] = {}
-        for inst in sorted(bare, key=lambda i: i.start):
-            group = (inst.key[2], inst.nranks)
-            if group not in names:
-                name = f"comm-{inst.key[2]}"
-                names[group] = _unique(comms, name) if name in comms else name
-                comms[names[group]] = []
-            members = comms[names[group]]
-            inst.comm, inst.comm_rank = names[group], len(members)
-            members.append(inst)
+        _place_inferred(comms, bare, notes, evidence)
     return comms
+
+
+def _place_inferred(comms: dict[str, list[Instance]], bare: list[Instance], notes: list[str],
+                    evidence: dict[str, dict[str, Any]] | None) -> None:
+    """Communicators of pointers without Init lines, inferred from their COLL lines; comm ranks in the order
+    host (first appearance), pid, prefix device, first line (NCCL does not print them)."""
+    first_on_host: dict[str, int] = {}
+    for inst in bare:
+        first_on_host[inst.host] = min(first_on_host.get(inst.host, inst.start), inst.start)
+    groups = infer_groups(bare, [i.sequence for i in bare],
+                          lambda i: (first_on_host[i.host], i.key[1], i.prefix_dev, i.start))
+    counts: dict[str, int] = {}
+    for group in sorted(groups, key=lambda g: min(m.start for m in g.members)):
+        name = f"comm-{group.members[0].key[2]}"
+        name = _unique(comms, name) if name in comms else name
+        comms[name] = group.members
+        for k, inst in enumerate(group.members):
+            inst.comm, inst.comm_rank, inst.inferred = name, k, True
+            if group.confidence != "none":  # the inferred comm rank, so the group can be the world view
+                inst.rank = k
+        counts[group.confidence] = counts.get(group.confidence, 0) + 1
+        if evidence is not None:
+            evidence[name] = group.as_dict()
+    notes.append(f"{len(bare)} comm pointer(s) have no Init line: {len(groups)} communicator(s) inferred from "
+                 "their COLL lines (same [nranks=] and the same (op, count, datatype, root) sequence; confidence "
+                 + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) + "; evidence in metadata "
+                 "comm_inference); comm ranks in order of host, pid, device")
 
 
 def _unique(comms: dict[str, list[Instance]], name: str) -> str:

@@ -192,7 +192,7 @@ def _timestamp(a, s, e):
 @njit(_B(_A, _I, _I, _OUT, _I, _I), cache=True, nogil=True)
 def _prefix(a, ls, body, out, i, col):
     """Read ``[outer ]host:pid:tid [dev] NCCL INFO `` ending at ``body`` into row ``i`` of ``out`` (pid, tid,
-    host start, host end, ts, outer start, outer end); False when the line has no such prefix.
+    host start, host end, ts, outer start, outer end, dev); False when the line has no such prefix.
 
     ``ts`` is NO_TS with the outer span set when the outer text is not a timestamp the fixed layout reads
     (the caller then parses that text once per distinct value).
@@ -232,6 +232,9 @@ def _prefix(a, ls, body, out, i, col):
     out[i, col + 4] = NO_TS
     out[i, col + 5] = -1
     out[i, col + 6] = -1
+    # ``[dev]``: the thread's current CUDA device (-1 when not a plain number)
+    dev, ok3 = _decimal(a, s1 + 2, info - 1, 6)
+    out[i, col + 7] = dev if ok3 and a[info - 1] == 93 else -1
     if s2 >= 0:
         ts = _timestamp(a, ls, s2)
         out[i, col + 4] = ts
@@ -243,12 +246,12 @@ def _prefix(a, ls, body, out, i, col):
 
 #: Columns of the integer COLL matrix returned by :func:`scan_chunk`.
 C_LINE, C_LS, C_LE, C_OK, C_OP, C_COUNT, C_DT, C_ROOT, C_NRANKS, C_GRANK = range(10)
-C_PID, C_TID, C_HS, C_HE, C_TS, C_OS, C_OE = range(10, 17)
-C_COLS = 17
+C_PID, C_TID, C_HS, C_HE, C_TS, C_OS, C_OE, C_DEV = range(10, 18)
+C_COLS = 18
 #: Columns of the integer TUNING matrix.
 T_LINE, T_LS, T_LE, T_OK, T_OP, T_NBYTES, T_AS, T_AE, T_PS, T_PE = range(10)
-T_PID, T_TID, T_HS, T_HE, T_TS, T_OS, T_OE = range(10, 17)
-T_COLS = 17
+T_PID, T_TID, T_HS, T_HE, T_TS, T_OS, T_OE, T_DEV = range(10, 18)
+T_COLS = 18
 
 
 @njit(_B(_A, _I, _I, _I, _OUT, _U64, _I, _SP), cache=True, nogil=True)

@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from traces.formats.nccl import comms as C
+from traces.formats.nccl.infer import align_on_opcount
 from traces.formats.nccl.layout import NCCL_OPS
 from traces.formats.nccl.rows import COLL, OP_CODE, RECV, SEND, apply_tuning, build_rows, object_frame
 from traces.formats.nccl.scan import NO_TS, FileScan, scan_file, use_jit
@@ -88,6 +89,7 @@ def read_nccl_logs(
     _check_inputs(paths, scans, report)
     df, meta = _assemble(scans, report)
     report.records = len(df)
+    report.check_agreement(df)
     meta["notes"] = list(dict.fromkeys(report.notes))
     df = validate(df)
     df.attrs["collsim"] = meta
@@ -192,18 +194,22 @@ def _assemble(scans: list[FileScan], report: IngestReport) -> tuple[pd.DataFrame
                 starts = np.array([i.start for i in insts])
                 which = np.clip(np.searchsorted(starts, pos, side="right") - 1, 0, len(insts) - 1)
                 row_inst[idx] = [index_of[id(insts[w])] for w in which]
+            if insts[0].rank is None:  # no Init line: the evidence for inferring its communicator
+                _note_sequence(insts[0], c, idx)
             granks = c["grank"].to_numpy()[idx]
             if (granks >= 0).any():
                 for w in set(row_inst[idx].tolist()):
                     instances[w].grank = int(granks[granks >= 0][0])
     c["inst"] = row_inst
     _set_identities(instances)
-    comms = C.group_instances(instances, notes)
+    evidence: dict[str, dict[str, Any]] = {}
+    comms = C.group_instances(instances, notes, evidence)
+    _split_shared_identities(comms, notes)
     host_order = _host_order(c, inits)
     ranks, world_size, world = C.assign_global_ranks(comms, host_order, notes)
     members = C.comm_members(comms, ranks, world, world_size, notes)
 
-    rows = _rows(c, instances, ranks)
+    rows = _rows(c, instances, ranks, notes)
     unmatched = 0
     if len(rows):
         proc_code: dict[tuple[str, int], int] = {}
@@ -223,6 +229,8 @@ def _assemble(scans: list[FileScan], report: IngestReport) -> tuple[pd.DataFrame
         base = min(stamps) if stamps else 0
         rows["t_start_s"] = np.where(ts == NO_TS, np.nan, (ts - base) / 1e6)
     extra: dict[str, Any] = {"notes": notes}
+    if evidence:
+        extra["comm_inference"] = evidence
     rings, partial = _rings(scans, instances, members, notes)
     if rings:
         extra["rings"] = rings
@@ -254,9 +262,14 @@ def _tuning_columns(scans: list[FileScan], proc_code: dict[tuple[str, int], int]
     return {k: np.concatenate([p[k] for p in parts]) if parts else np.empty(0) for k in names}
 
 
+#: pid given to the unnamed process of a file whose unprefixed lines use a pointer nothing else shows.
+_UNNAMED_PID = -2
+
+
 def _resolve_unprefixed(c: pd.DataFrame, inits: list[dict[str, Any]], scans: list[FileScan],
                         report: IngestReport) -> pd.DataFrame:
-    """Give COLL bodies printed without a prefix the process of the only one using that pointer in the file."""
+    """Give COLL bodies printed without a prefix the process of the only one using that pointer in the file,
+    else in all files; a pointer seen nowhere else is one unnamed process per file (host ``""``)."""
     lost = (c["pid"] < 0).to_numpy()
     if not lost.any():
         return c
@@ -265,12 +278,18 @@ def _resolve_unprefixed(c: pd.DataFrame, inits: list[dict[str, Any]], scans: lis
         owners.setdefault((f, ptr), set()).add((h, p))
     for r in inits:
         owners.setdefault((r["pos"] >> C.POS_SHIFT, r["ptr"]), set()).add((r["host"], r["pid"]))
+    anywhere: dict[str, set[tuple[str, int]]] = {}
+    for (_, ptr), procs in owners.items():
+        anywhere.setdefault(ptr, set()).update(procs)
     hosts, pids = c["host"].to_numpy().copy(), c["pid"].to_numpy().copy()
     unresolved = np.zeros(len(c), dtype=bool)
+    files, ptrs = c["file"].to_numpy(), c["comm"].to_numpy()
     for i in np.flatnonzero(lost):
-        found = owners.get((int(c["file"].iat[i]), c["comm"].iat[i]), set())
+        found = owners.get((int(files[i]), ptrs[i])) or anywhere.get(ptrs[i], set())
         if len(found) == 1:
             hosts[i], pids[i] = next(iter(found))
+        elif not found:  # a pointer no prefixed line shows: its lines are one process we cannot name
+            hosts[i], pids[i] = "", _UNNAMED_PID - int(files[i])
         else:
             unresolved[i] = True
     c = c.assign(host=hosts, pid=pids)
@@ -278,7 +297,21 @@ def _resolve_unprefixed(c: pd.DataFrame, inits: list[dict[str, Any]], scans: lis
                       scans, report)
 
 
+def _note_sequence(inst: C.Instance, c: pd.DataFrame, idx: np.ndarray) -> None:
+    """Keep the collectives (not Send/Recv) of a pointer without Init line, and its prefix ``[dev]``."""
+    idx = idx[np.argsort(c["pos"].to_numpy()[idx], kind="stable")]
+    ops = c["op"].to_numpy()[idx]
+    keep = (ops != "Send") & (ops != "Recv")
+    cols = [c[name].to_numpy()[idx][keep].tolist() for name in ("opc", "op", "count", "dt", "root")]
+    inst.sequence = tuple(zip(*cols, strict=True))
+    devs = np.unique(c["dev"].to_numpy()[idx])
+    devs = devs[devs >= 0]  # a line without prefix shows no device
+    inst.prefix_dev = int(devs[0]) if len(devs) == 1 else -1
+
+
 def _set_identities(instances: list[C.Instance]) -> None:
+    """Each instance's GPU (host, pid, device): the Init line's cudaDev, else the process's only Init
+    cudaDev, else the ``[dev]`` all its COLL lines show (one process driving several GPUs), else -1."""
     devs: dict[tuple[str, int], set[int]] = {}
     for inst in instances:
         if inst.dev is not None:
@@ -287,8 +320,30 @@ def _set_identities(instances: list[C.Instance]) -> None:
         dev = inst.dev
         if dev is None:
             known = devs.get(inst.key[:2], set())
-            dev = next(iter(known)) if len(known) == 1 else -1
+            dev = next(iter(known)) if len(known) == 1 else inst.prefix_dev
         inst.identity = (inst.key[0], inst.key[1], dev)
+
+
+def _split_shared_identities(comms: dict[str, list[C.Instance]], notes: list[str]) -> None:
+    """Two members of one inferred communicator in one process are two GPUs, even when their lines show the
+    same ``[dev]`` (it is the thread's current device): give the later ones GPUs of their own."""
+    used = {i.identity for ms in comms.values() for i in ms}
+    split = 0
+    for members in comms.values():
+        seen: set[tuple[str, int, int]] = set()
+        for inst in members:
+            if inst.inferred and inst.identity in seen:
+                host, pid, _ = inst.identity
+                k = -2
+                while (host, pid, k) in used:
+                    k -= 1
+                inst.identity = (host, pid, k)  # device unknown (written as -1)
+                used.add(inst.identity)
+                split += 1
+            seen.add(inst.identity)
+    if split:
+        notes.append(f"{split} GPU(s) told apart only because one process holds several members of one "
+                     "inferred communicator (their [dev] prefixes do not differ): device -1")
 
 
 def _host_order(c: pd.DataFrame, inits: list[dict[str, Any]]) -> dict[str, int]:
@@ -301,7 +356,8 @@ def _host_order(c: pd.DataFrame, inits: list[dict[str, Any]]) -> dict[str, int]:
     return {h: k for k, h in enumerate(sorted(first, key=first.__getitem__))}
 
 
-def _rows(c: pd.DataFrame, instances: list[C.Instance], ranks: dict[tuple[str, int, int], int]) -> pd.DataFrame:
+def _rows(c: pd.DataFrame, instances: list[C.Instance], ranks: dict[tuple[str, int, int], int],
+          notes: list[str]) -> pd.DataFrame:
     if not len(c):
         return pd.DataFrame()
     inst = c["inst"].to_numpy()
@@ -310,7 +366,7 @@ def _rows(c: pd.DataFrame, instances: list[C.Instance], ranks: dict[tuple[str, i
     comm_name = np.asarray(comm_name, dtype=object)
     host = np.array([i.key[0] for i in instances], dtype=object)  # the instance key holds the row's host
     grank = np.array([ranks[i.identity] for i in instances], dtype=np.int64)
-    dev = np.array([i.identity[2] for i in instances], dtype=np.int64)
+    dev = np.array([max(i.identity[2], -1) for i in instances], dtype=np.int64)
     nranks = np.array([i.nranks for i in instances], dtype=np.int64)
     dt = c["dt"].to_numpy()
     dt_name = np.array([NCCL_DTYPE_CODES.get(k, "") for k in range(max(NCCL_DTYPE_CODES) + 1)], dtype=object)
@@ -326,6 +382,17 @@ def _rows(c: pd.DataFrame, instances: list[C.Instance], ranks: dict[tuple[str, i
         "nranks": np.where(nranks[inst] > 0, nranks[inst], c["nranks"]), "ts_us": c["ts_us"].to_numpy(),
     })
     rows = build_rows(lines)
+    inferred = {int(comm_code[k]) for k, i in enumerate(instances) if i.inferred}
+    if inferred and len(rows):
+        by_pos = np.argsort(lines["pos"].to_numpy(), kind="stable")
+        at = by_pos[np.searchsorted(lines["pos"].to_numpy()[by_pos], rows["pos"].to_numpy())]
+        seq, done = align_on_opcount(rows["comm"].to_numpy(), rows["rank"].to_numpy(), rows["pos"].to_numpy(),
+                                     lines["opc"].to_numpy()[at], rows["kind"].to_numpy() == COLL,
+                                     rows["seq"].to_numpy(), inferred)
+        rows["seq"] = seq
+        if done:
+            notes.append(f"seq of {len(done)} inferred communicator(s) aligned on opCount (members' logs start "
+                         "at different collectives)")
     inst = rows["inst"].to_numpy()
     text = {"comm": comm_name[rows["comm"].to_numpy()], "host": host[inst],
             "dtype": dt_name[rows["dt"].to_numpy()]}

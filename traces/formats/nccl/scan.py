@@ -32,10 +32,10 @@ from traces.schema import TraceError
 CHUNK_BYTES = 2 << 20  # measured: 2 MiB beat 1 and 8 MiB (cache-resident working set)
 NO_TS = F.NO_TS
 #: Columns of the COLL records a scan returns (numpy arrays of equal length).
-COLL_FIELDS = ("line", "host", "pid", "tid", "ts_us", "op", "opc", "count", "dt", "root", "comm", "nranks",
+COLL_FIELDS = ("line", "host", "pid", "tid", "dev", "ts_us", "op", "opc", "count", "dt", "root", "comm", "nranks",
                "grank")
 #: ``opc`` is kept as the opCount's 64 bits in an int64 (only compared for equality): no string per row.
-_INT_FIELDS = ("line", "pid", "tid", "ts_us", "opc", "count", "dt", "root", "nranks", "grank")
+_INT_FIELDS = ("line", "pid", "tid", "dev", "ts_us", "opc", "count", "dt", "root", "nranks", "grank")
 
 
 @dataclass
@@ -334,7 +334,7 @@ def _parse_slow(text: str, nxt: str | None, line: int, scan: FileScan, slow: dic
 
 def _append_slow(cols: dict[str, list], rec: L.CollLine, line: int) -> None:
     p = rec.prefix
-    for name, value in (("line", line), ("host", p.host), ("pid", p.pid), ("tid", p.tid),
+    for name, value in (("line", line), ("host", p.host), ("pid", p.pid), ("tid", p.tid), ("dev", p.dev),
                         ("ts_us", NO_TS if p.ts_us is None else p.ts_us), ("op", rec.op), ("opc", _opc_int(rec.opc)),
                         ("count", rec.count), ("dt", rec.dt), ("root", rec.root), ("comm", rec.comm),
                         ("nranks", rec.nranks), ("grank", rec.grank)):

@@ -65,7 +65,8 @@ def _columns(buf: bytes, kernel_out: tuple, line_base: int, scan: FileScan, part
         ccodes, comms = pd.factorize(words[:, 1])
         parts.append({
             "line": c[:, J.C_LINE] + line_base + 1,
-            "host": _text_column(a, buf, c[:, J.C_HS], c[:, J.C_HE]), "pid": c[:, J.C_PID], "tid": c[:, J.C_TID], "ts_us": _stamps(buf, c[:, J.C_TS], c[:, J.C_OS], c[:, J.C_OE]),
+            "host": _text_column(a, buf, c[:, J.C_HS], c[:, J.C_HE]), "pid": c[:, J.C_PID], "tid": c[:, J.C_TID],
+            "dev": c[:, J.C_DEV], "ts_us": _stamps(buf, c[:, J.C_TS], c[:, J.C_OS], c[:, J.C_OE]),
             "op": J.OP_NAMES[c[:, J.C_OP]], "opc": words[:, 0].view(np.int64), "count": c[:, J.C_COUNT],
             "dt": c[:, J.C_DT], "root": c[:, J.C_ROOT],
             "comm": np.array([f"0x{int(v):x}" for v in comms], dtype=object)[ccodes],

@@ -102,11 +102,11 @@ def test_chunk_borders_and_the_read_ahead_thread(tmp_path, monkeypatch):
     lines = []
     for i in range(300):
         lines.append(f"[2025-07-25 19:54:{i % 60:02d}.{i:06d}] h:{1 + i % 3}:1 [0] NCCL INFO AllReduce: opCount "
-                     f"{i:x} sendbuff 0x1 recvbuff 0x2 count {i} datatype 7 op 0 root 0 comm 0xa [nranks=3] stream")
+                     f"{i // 3:x} sendbuff 0x1 recvbuff 0x2 count {i // 3} datatype 7 op 0 root 0 comm 0xa [nranks=3] stream")
         if i % 50 == 7:
             lines[-1] = lines[-1].replace(" comm 0xa", "\n   comm 0xa")
         if i % 40 == 3:
-            lines.append(f"h:{1 + i % 3}:1 [0] NCCL INFO AllReduce: {4 * i} Bytes -> Algo RING proto LL "
+            lines.append(f"h:{1 + i % 3}:1 [0] NCCL INFO AllReduce: {4 * (i // 3)} Bytes -> Algo RING proto LL "
                          "channel{Lo..Hi}={0..0}")
     path = tmp_path / "x.log"
     path.write_text("\n".join(lines) + "\n")
