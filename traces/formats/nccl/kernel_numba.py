@@ -56,9 +56,10 @@ for _k, _w in enumerate(_KW):
     KW_MAT[_k, : len(_w)] = np.frombuffer(_w, dtype=np.uint8)
 _MAX_TOK = 25  # more tokens than the longest layout (24) has
 #: Byte -> what it may start: 1 newline, 2 ": opCount ", 3 "Bytes -> Algo " (after a space), 4 the 'k' of
-#: "anks ", 5 "Channel ", 6 the 'v' of "NCCL version".
+#: "anks ", 5 "Channel ", 6 the 'v' of "NCCL version", 7 the 'F' of " NCCL INFO " (two in a line: maybe a
+#: line torn by another process's write, which the caller reads with the per-line parsers).
 _TRIGGER = np.zeros(256, dtype=np.uint8)
-for _c, _k in ((b"\n", 1), (b":", 2), (b"B", 3), (b"k", 4), (b"C", 5), (b"v", 6)):
+for _c, _k in ((b"\n", 1), (b":", 2), (b"B", 3), (b"k", 4), (b"C", 5), (b"v", 6), (b"F", 7)):
     _TRIGGER[_c[0]] = _k
 
 
@@ -419,7 +420,8 @@ def scan_chunk(a):
     line_end = np.empty(n_lines, dtype=np.int64)
     coll_at = np.full(n_lines, -1, dtype=np.int64)
     tun_at = np.full(n_lines, -1, dtype=np.int64)
-    flags = np.zeros(n_lines, dtype=np.uint8)  # 1: second COLL mark, 2: second TUNING mark, 4: rare-line literal
+    # 1: second COLL mark, 2: second TUNING mark, 4: rare-line literal, 16: one " NCCL INFO ", 8: a second one
+    flags = np.zeros(n_lines, dtype=np.uint8)
     line = 0
     for j in range(n):
         k = _TRIGGER[a[j]]
@@ -449,6 +451,9 @@ def scan_chunk(a):
         elif k == 6:
             if _is(a, j - 5, _VERSION):
                 flags[line] |= 4
+        elif k == 7:
+            if _is(a, j - 8, _INFO):
+                flags[line] |= 8 if flags[line] & 16 else 16
     if line < n_lines:
         line_end[line] = n
     nc = nt = no = 0
@@ -457,7 +462,7 @@ def scan_chunk(a):
             nc += 1
         if tun_at[line] >= 0:
             nt += 1
-        if coll_at[line] < 0 and (tun_at[line] >= 0 or flags[line] & 4):
+        if coll_at[line] < 0 and (tun_at[line] >= 0 or flags[line] & 12):
             no += 1
     coll = np.empty((nc, C_COLS), dtype=np.int64)
     u64 = np.zeros((nc, 2), dtype=np.uint64)
@@ -468,7 +473,7 @@ def scan_chunk(a):
     for line in range(n_lines):
         cm = coll_at[line]
         tm = tun_at[line]
-        if cm < 0 and tm < 0 and not flags[line] & 4:
+        if cm < 0 and tm < 0 and not flags[line] & 12:
             continue
         ls = line_end[line - 1] + 1 if line else 0
         le = line_end[line]
@@ -486,9 +491,9 @@ def scan_chunk(a):
             coll[nc, C_LINE] = line
             coll[nc, C_LS] = ls
             coll[nc, C_LE] = le
-            coll[nc, C_OK] = (not flags[line] & 1) and _coll(a, ls, le, cm, coll, u64, nc, scratch)
+            coll[nc, C_OK] = (not flags[line] & 9) and _coll(a, ls, le, cm, coll, u64, nc, scratch)
             nc += 1
-        elif not tuning_ok:
+        elif not tuning_ok or flags[line] & 8:
             others[no, 0] = line
             others[no, 1] = ls
             others[no, 2] = le

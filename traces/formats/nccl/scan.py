@@ -12,9 +12,11 @@ per-line parser of :mod:`traces.formats.nccl.layout`. All paths give the same fi
 from __future__ import annotations
 
 import importlib.util
+import lzma
 import multiprocessing as mp
 import os
 import sys
+import zlib
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
@@ -26,8 +28,13 @@ import pandas as pd
 
 from traces.formats.nccl import kernel_numpy as F
 from traces.formats.nccl import layout as L
+from traces.formats.nccl import torn as T
+from traces.formats.files import compression_of, open_binary
 from traces.ingest_report import IngestReport
 from traces.schema import TraceError
+
+#: What reading (and decompressing) a file can raise.
+_READ_ERRORS = (OSError, EOFError, zlib.error, lzma.LZMAError)
 
 CHUNK_BYTES = 2 << 20  # measured: 2 MiB beat 1 and 8 MiB (cache-resident working set)
 NO_TS = F.NO_TS
@@ -68,8 +75,19 @@ def _finish_tunings(parts: list[dict[str, Any]]) -> dict[str, np.ndarray]:
     return out
 
 
-def _empty_columns() -> dict[str, list]:
+def empty_columns() -> dict[str, list]:
+    """Empty lists for the COLL columns (the per-line parsers append to them)."""
     return {name: [] for name in COLL_FIELDS}
+
+
+def recover_torn(lines: list[int], text_of: Callable[[int], str | None], known_hosts: Any, line_base: int,
+                 scan: FileScan, slow: dict[str, list], report: IngestReport) -> tuple[set[int], dict[int, int]]:
+    """Complete torn COLL lines among the interleaved ``lines`` of a chunk (:mod:`traces.formats.nccl.torn`):
+    records go to ``slow``, heads without a tail are counted in ``report``. Returns the consumed tail lines
+    and where each interleaved line's last segment starts."""
+    return T.recover(lines, text_of, [h for h in known_hosts if h],
+                     lambda rec, i: append_record(slow, rec, line_base + i + 1),
+                     lambda i: report.skip(T.TORN_REASON, f"{scan.path}:{line_base + i + 1}"))
 
 
 def _finish_columns(parts: list[dict[str, Any]]) -> dict[str, np.ndarray]:
@@ -136,12 +154,18 @@ def scan_file(path: Path, report: IngestReport, progress: Callable[[float], Any]
     TraceError
         When the file cannot be read or holds binary data.
     """
+    compressed = compression_of(path) is not None
     try:
-        with open(path, "rb") as handle:
+        with open_binary(path) as handle:
             _check_text(path, handle.read(65536))
         size = os.path.getsize(path)
-    except OSError as exc:
-        raise TraceError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    except _READ_ERRORS as exc:
+        raise TraceError(f"{path}: cannot read ({getattr(exc, 'strerror', None) or exc})") from None
+    if compressed:  # one stream, no byte ranges; progress in compressed bytes, once read
+        scan, skips = _scan_range(str(path), 0, -1, None, jit)
+        if progress is not None:
+            progress(size)
+        return _merge(str(path), [(scan, skips)], report)
     if size >= PARALLEL_BYTES and WORKERS > 1 and "fork" in mp.get_all_start_methods():
         ranges = _ranges(path, size, 2 * WORKERS)
         # fork: workers inherit the imported modules, so they start at once; each reads its own range.
@@ -171,7 +195,8 @@ def _ranges(path: Path, size: int, n: int) -> list[tuple[int, int]]:
 
 def _scan_range(path: str, begin: int, end: int, progress: Callable[[float], Any] | None = None,
                 jit: bool = False) -> tuple[FileScan, list[tuple[str, int, int]]]:
-    """Scan bytes [begin, end) of a file (cut at line starts); line numbers count from the range start.
+    """Scan bytes [begin, end) of a file (cut at line starts; ``end`` < 0: the whole decompressed stream of a
+    compressed file); line numbers count from the range start.
 
     Returns the scan and the skipped lines as (reason, first line, count).
     """
@@ -180,7 +205,7 @@ def _scan_range(path: str, begin: int, end: int, progress: Callable[[float], Any
     parts: list[dict[str, Any]] = []
     line_base = 0
     try:
-        with open(path, "rb") as handle:
+        with (open_binary(Path(path)) if end < 0 else open(path, "rb")) as handle:
             if jit:
                 from traces.formats.nccl.scan_numba import scan_chunks
 
@@ -190,8 +215,8 @@ def _scan_range(path: str, begin: int, end: int, progress: Callable[[float], Any
                     line_base += _scan_chunk(buf, line_base, scan, parts, report)
                     if progress is not None:
                         progress(len(buf))
-    except OSError as exc:
-        raise TraceError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    except _READ_ERRORS as exc:
+        raise TraceError(f"{path}: cannot read ({getattr(exc, 'strerror', None) or exc})") from None
     scan.lines = line_base
     scan.coll = _finish_columns(parts)
     scan.tunings = _finish_tunings(scan.tuning_parts)
@@ -201,10 +226,12 @@ def _scan_range(path: str, begin: int, end: int, progress: Callable[[float], Any
 
 
 def _chunks(handle: Any, begin: int, end: int) -> Iterator[bytes]:
-    """Chunks of about ``CHUNK_BYTES`` of bytes [begin, end) of an open file, each ending at a line end."""
-    handle.seek(begin)
+    """Chunks of about ``CHUNK_BYTES`` of bytes [begin, end) of an open file, each ending at a line end
+    (``end`` < 0: to the end of a stream, such as a decompressed one, which cannot seek)."""
+    if begin:
+        handle.seek(begin)
     rest = b""
-    left = end - begin
+    left = end - begin if end >= 0 else 1 << 62
     while True:
         data = handle.read(min(CHUNK_BYTES, left))
         left -= len(data)
@@ -260,7 +287,7 @@ def _merge(path: str, results: list[tuple[FileScan, list[tuple[str, int, int]]]]
         for reason, line, n in skips:
             report.skip(reason, f"{path}:{line + base}", n)
         if scan.min_ts_us is not None:
-            _note_ts(out, scan.min_ts_us)
+            note_ts(out, scan.min_ts_us)
         out.nccl_lines += scan.nccl_lines
         base += scan.lines
     out.lines = base
@@ -284,19 +311,32 @@ def _scan_chunk(buf: bytes, line_base: int, scan: FileScan, parts: list, report:
     ch = F.Chunk(buf)
     marks = ch.find(L.COLL_MARK.encode(), 4)
     coll_lines = np.empty(0, dtype=np.int64)
+    info = ch.line_of(ch.find(T.INFO.encode(), 8))
+    inter = np.unique(info[1:][info[1:] == info[:-1]])  # lines with two prefixes or more: maybe torn
+    slow = empty_columns()
+    consumed: set[int] = set()
+    rest: dict[int, int] = {}
     if len(marks):
         cols, ok = F.coll_fields(ch, marks)
+        ok &= ~np.isin(cols["line"], inter)
         coll_lines = cols["line"]
         if ok.any():
             part = {name: cols[name][ok] for name in COLL_FIELDS if name != "line"}
             part["line"] = cols["line"][ok] + line_base + 1
             parts.append(part)
-        slow = _empty_columns()
+        if len(inter):
+            consumed, rest = recover_torn(inter.tolist(), lambda k: ch.line_text(k) if k < len(ch.ends) else None,
+                                          pd.unique(cols["host"][ok]), line_base, scan, slow, report)
         for i in np.unique(cols["line"][~ok]).tolist():
-            nxt = ch.line_text(i + 1) if i + 1 < len(ch.ends) else None
-            _parse_slow(ch.line_text(i), nxt, line_base + i + 1, scan, slow, report)
-        if slow["line"]:
-            parts.append(slow)
+            if i in consumed:
+                continue
+            nxt = ch.line_text(i + 1) if i + 1 < len(ch.ends) and i + 1 not in consumed else None
+            parse_slow(ch.line_text(i)[rest.get(i, 0):], nxt, line_base + i + 1, scan, slow, report)
+    elif len(inter):
+        consumed, rest = recover_torn(inter.tolist(), lambda k: ch.line_text(k) if k < len(ch.ends) else None, (),
+                                      line_base, scan, slow, report)
+    if slow["line"]:
+        parts.append(slow)
     tmarks = ch.find(b" Bytes -> Algo ", 8)
     tuning_lines = np.empty(0, dtype=np.int64)
     if len(tmarks):
@@ -309,30 +349,40 @@ def _scan_chunk(buf: bytes, line_base: int, scan: FileScan, parts: list, report:
             ts = tcols["ts_us"][tok]
             ts = ts[ts != NO_TS]
             if len(ts):
-                _note_ts(scan, int(ts.min()))
+                note_ts(scan, int(ts.min()))
     others = np.concatenate([ch.find(b"anks ", 2), ch.find(b"Channel ", 0), ch.find(b"NCCL version", 5),
                              tmarks])
     if len(others):
         cand = np.unique(ch.line_of(others))
         cand = cand[~np.isin(cand, coll_lines) & ~np.isin(cand, tuning_lines)]
         for i in cand.tolist():
-            _parse_other(ch.line_text(i), line_base + i + 1, scan)
+            if i in consumed:
+                continue
+            parse_other(ch.line_text(i), line_base + i + 1, scan)
     return len(ch.ends)
 
 
-def _parse_slow(text: str, nxt: str | None, line: int, scan: FileScan, slow: dict[str, list],
+def parse_slow(text: str, nxt: str | None, line: int, scan: FileScan, slow: dict[str, list],
                 report: IngestReport) -> None:
-    """The forgiving per-line parser for a COLL line the fast path could not read (``nxt``: the next line)."""
+    """The forgiving per-line parser for a COLL line the fast path could not read (``nxt``: the next line).
+
+    Every COLL mark in the text that gives no record is counted as malformed (a line holding two bodies, one
+    of them garbled, loses nothing silently); a text without any mark (its marks were in the heads of torn
+    lines, handled by :func:`recover_torn`) gives nothing and counts nothing.
+    """
+    marks = text.count(L.COLL_MARK)
+    if not marks:
+        return
     recs = L.parse_coll_lines(text)
     if not recs and nxt is not None and nxt[:1].isspace():  # hard-wrapped mid-body: join the continuation
         recs = L.parse_coll_lines(text.rstrip() + " " + nxt.strip())
-    if not recs:
-        report.skip("malformed COLL line (fields missing or garbled)", f"{scan.path}:{line}")
+    if len(recs) < marks:
+        report.skip("malformed COLL line (fields missing or garbled)", f"{scan.path}:{line}", marks - len(recs))
     for rec in recs:
-        _append_slow(slow, rec, line)
+        append_record(slow, rec, line)
 
 
-def _append_slow(cols: dict[str, list], rec: L.CollLine, line: int) -> None:
+def append_record(cols: dict[str, list], rec: L.CollLine, line: int) -> None:
     p = rec.prefix
     for name, value in (("line", line), ("host", p.host), ("pid", p.pid), ("tid", p.tid), ("dev", p.dev),
                         ("ts_us", NO_TS if p.ts_us is None else p.ts_us), ("op", rec.op), ("opc", _opc_int(rec.opc)),
@@ -347,12 +397,12 @@ def _opc_int(text: str) -> int:
     return value - (1 << 64) if value >= 1 << 63 else value
 
 
-def _note_ts(scan: FileScan, ts: int | None) -> None:
+def note_ts(scan: FileScan, ts: int | None) -> None:
     if ts is not None and (scan.min_ts_us is None or ts < scan.min_ts_us):
         scan.min_ts_us = ts
 
 
-def _parse_other(text: str, line: int, scan: FileScan) -> None:
+def parse_other(text: str, line: int, scan: FileScan) -> None:
     # Cheap substring guards first: most candidates are transport lines ("Channel 00/0 : 0[0] -> 1[1]").
     m = L.VERSION_RE.search(text) if "NCCL version" in text else None
     if m:
@@ -371,7 +421,7 @@ def _parse_other(text: str, line: int, scan: FileScan) -> None:
             "comm_id": cid.group(1).lower() if cid else None,
             "local_ranks": int(local.group(1)) if local else None,
         })
-        _note_ts(scan, prefix.ts_us)
+        note_ts(scan, prefix.ts_us)
         return
     m = L.RING_RE.search(text) if "Channel " in text and "->" not in text else None
     if m:
@@ -380,7 +430,7 @@ def _parse_other(text: str, line: int, scan: FileScan) -> None:
             "line": line, "host": prefix.host, "pid": prefix.pid, "tid": prefix.tid, "channel": int(m["ch"]),
             "ranks": [int(x) for x in m["ranks"].split()], "more": m["more"] is not None,
         })
-        _note_ts(scan, prefix.ts_us)
+        note_ts(scan, prefix.ts_us)
         return
     m = L.TUNING_RE.search(text) if "Bytes -> Algo" in text else None
     if m:
@@ -390,6 +440,6 @@ def _parse_other(text: str, line: int, scan: FileScan) -> None:
             "op": [L.op_name(m["op"]) if m["op"] else None], "nbytes": [int(m["nbytes"])],
             "algo": [L.algo_name(m["algo"])], "proto": [L.proto_name(m["proto"])],
         })
-        _note_ts(scan, prefix.ts_us)
+        note_ts(scan, prefix.ts_us)
 
 
