@@ -101,6 +101,18 @@ def detect_format(path: Path) -> str:
     )
 
 
+def _unknowns(df: pd.DataFrame, fmt: str) -> list[str]:
+    """Notes on what the input could not tell (the schema's NaN columns), so nobody reads NaN as zero."""
+    if not len(df):
+        return []
+    out = []
+    if df["duration_s"].isna().all():
+        out.append(f"{fmt}: no durations in the input (duration_s is NaN)")
+    if df["t_start_s"].isna().all():
+        out.append(f"{fmt}: no issue times in the input (t_start_s is NaN)")
+    return out
+
+
 def _detect_all(inputs: Inputs) -> dict[Path, str]:
     """Format of every input; a file found in a folder or glob that is no trace is set aside (counted)."""
     found: dict[Path, str] = {}
@@ -177,6 +189,7 @@ def ingest(
     df, report = reader(files, strict=strict, progress=progress)
     if report.disagreeing is None:
         report.check_agreement(df)
+    report.notes += _unknowns(df, format)
     meta = dict(df.attrs.get(METADATA_KEY) or {})
     meta["ingest"] = report.as_dict()
     skipped_files = inputs.note()
