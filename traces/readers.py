@@ -42,6 +42,7 @@ from traces.formats.files import (  # noqa: F401
     read_head,
     read_text,
 )
+from traces.ingest_report import IngestReport
 from traces.schema import METADATA_KEY, TraceError
 
 __all__ = ["FORMATS", "Progress", "detect_format", "expand_paths", "ingest", "supported_formats"]
@@ -53,10 +54,28 @@ Progress = Callable[[float], Any] | None
 FORMATS: dict[str, tuple[str, str, str]] = {
     "inspector": ("traces.formats.inspector", "read_inspector", "looks_like_inspector"),
     "profiler": ("traces.formats.nccl_profiler", "read_nccl_profiler", "looks_like_nccl_profiler"),
+    "flight_recorder": ("traces.formats.flight_recorder", "read_flight_recorder", "looks_like_flight_recorder"),
     "kineto": ("traces.formats.kineto", "read_kineto", "looks_like_kineto"),
     "param": ("traces.formats.param", "read_param", "looks_like_param"),
     "nccl": ("traces.formats.nccl.reader", "read_nccl_logs", "looks_like_nccl_log"),
 }
+
+
+#: Formats whose files may be binary (a pickle): format -> detector of the raw first bytes, in its module.
+BINARY_DETECTORS: dict[str, str] = {"flight_recorder": "looks_like_flight_recorder_pickle"}
+
+
+def _binary_format(path: Path) -> str | None:
+    """The format of a binary file one of :data:`BINARY_DETECTORS` recognises, else None."""
+    try:
+        with open_binary(path) as fh:
+            raw = fh.read(65536)
+    except (OSError, EOFError, ValueError) as exc:
+        raise TraceError(f"{path}: cannot read ({getattr(exc, 'strerror', None) or exc})") from None
+    for fmt, detector in BINARY_DETECTORS.items():
+        if getattr(_module(fmt), detector)(raw):
+            return fmt
+    return None
 
 
 def supported_formats() -> list[str]:
@@ -80,6 +99,9 @@ def detect_format(path: Path) -> str:
     TraceError
         When no reader recognises the file; the message lists the supported formats.
     """
+    binary = _binary_format(path)
+    if binary is not None:
+        return binary
     head = read_head(path)
     for fmt, (module_name, _, detector) in FORMATS.items():
         try:
@@ -135,6 +157,7 @@ def ingest(
     *,
     strict: bool = False,
     progress: Progress = None,
+    allow_empty: bool = False,
 ) -> pd.DataFrame:
     """Read measured collective traces into one §3 trace frame.
 
@@ -150,6 +173,10 @@ def ingest(
         Turn any skipped record into a :class:`TraceError` naming the first place it happened.
     progress : callable, optional
         Called with the number of input bytes consumed as reading proceeds.
+    allow_empty : bool
+        Return an empty trace (with its metadata) when the input holds no collective operation, instead of
+        raising the error ``simrun ingest`` prints (with the reader's hint, e.g. to log with
+        ``NCCL_DEBUG_SUBSYS=COLL``).
 
     Returns
     -------
@@ -182,7 +209,8 @@ def ingest(
         raise TraceError(f"unknown format {format!r}; supported: auto, {', '.join(FORMATS)}")
     else:
         for path in inputs.files:
-            read_head(path)  # the same clear errors for empty or binary files as with auto
+            if format not in BINARY_DETECTORS or _binary_format(path) != format:
+                read_head(path)  # the same clear errors for empty or binary files as with auto
     files = inputs.files
     module = _module(format)
     reader = getattr(module, FORMATS[format][1])
@@ -197,6 +225,15 @@ def ingest(
                                         *([skipped_files] if skipped_files else [])]))
     meta["ingest"]["files_skipped"] = len(inputs.skipped)
     df.attrs[METADATA_KEY] = meta
+    if df.empty and not allow_empty:
+        raise TraceError(_no_collectives(files, report, meta["notes"]))
     return df
+
+
+def _no_collectives(files: list[Path], report: IngestReport, notes: list[str]) -> str:
+    """One line: which input, what was read and skipped, and the readers' hints on what to do."""
+    what = str(files[0]) if len(files) == 1 else f"{len(files)} files"
+    hints = [n for n in notes if "log with" in n or "set " in n.lower() or "rerun" in n]
+    return f"{what}: no collective operations found; {report.summary()}" + "".join(f"; {h}" for h in hints)
 
 
