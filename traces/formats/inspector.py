@@ -48,7 +48,7 @@ def looks_like_inspector(head: str) -> bool:
     --------
     >>> looks_like_inspector('{"header":{"id":"0x1","rank":0,"n_ranks":2},"coll_perf":{"coll":"AllReduce"}}')
     True
-    >>> looks_like_inspector('[\n  {\n    "header": {"id": "0x1"},\n    "coll_perf": {"coll": "AllReduce"}')
+    >>> looks_like_inspector('[\\n  {\\n    "header": {"id": "0x1"},\\n    "coll_perf": {"coll": "AllReduce"}')
     True
     """
     text = head.lstrip().lstrip("[").lstrip()

@@ -49,7 +49,7 @@ def looks_like_nccl_profiler(head: str) -> bool:
 
     Examples
     --------
-    >>> looks_like_nccl_profiler('[\n{"name": "AllReduce", "cat": "COLL", "ph": "b", "id": 0}')
+    >>> looks_like_nccl_profiler('[\\n{"name": "AllReduce", "cat": "COLL", "ph": "b", "id": 0}')
     True
     >>> looks_like_nccl_profiler('{"name": "AllReduce", "cat": "COLL", "ph": "b", "id": 0},')
     True

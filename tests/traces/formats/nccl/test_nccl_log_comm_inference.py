@@ -3,6 +3,8 @@ prefix, and the members-agree check (issue 12, items 1 and 2)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from traces.formats.nccl.reader import read_nccl_logs
@@ -150,3 +152,36 @@ def test_members_that_disagree_are_reported(tmp_path):
     assert rep["disagreeing_collectives"] == 1
     assert rep["disagreeing_example"] == ("comm 0x77 seq 2: rank 0 AllReduce 16 fp32, rank 1 AllReduce 8 fp32")
     assert any("disagree" in n for n in df.attrs["collsim"]["notes"])
+
+
+# --- real logs (tests/data/nccl_logs, source line inside) ------------------------------------------------
+
+REAL = Path(__file__).parents[3] / "data" / "nccl_logs"
+
+
+def test_real_ray_log_of_a_128_rank_allreduce_is_one_communicator():
+    # NVIDIA/nccl#1193: 3 Ray workers on 3 hosts, no Init line, [nranks=128], opCount 139d/139e. Before
+    # this change: 3 one-member communicators. Worker 22754 logs both opCounts, 615 only 139d, 619 only
+    # 139e: they agree wherever they overlap.
+    df = ingest(REAL / "issue1193_ray_allreduce_nranks128.log")
+    meta = df.attrs["collsim"]
+    assert len(df) == 4 and df["comm"].nunique() == 1
+    (name,) = meta["comms"]
+    assert meta["world_size"] == 128 and meta["comms"][name] == list(range(128))
+    assert meta["comm_inference"][name]["members_seen"] == 3
+    assert meta["comm_inference"][name]["confidence"] == "medium"
+    assert df.groupby("rank")["seq"].apply(list).to_dict() == {0: [0], 1: [0, 1], 2: [1]}  # aligned on opCount
+    assert df.groupby("rank")["device"].first().to_dict() == {0: 2, 1: 5, 2: 3}
+    assert meta["ingest"]["disagreeing_collectives"] == 0
+
+
+def test_real_single_process_two_gpu_log_gives_two_ranks():
+    # NVIDIA/nccl#203 (TensorFlow): pid 13135 drives [0] and [1], one comm pointer each, nranks=2. Before
+    # this change: 1 rank with 2 communicators.
+    df = ingest(REAL / "issue203_one_process_two_gpus.log")
+    meta = df.attrs["collsim"]
+    assert len(df) == 7 and meta["world_size"] == 2 and list(meta["comms"].values()) == [[0, 1]]
+    assert df.groupby("rank")["device"].first().to_dict() == {0: 0, 1: 1}
+    assert df.groupby("rank")["count"].apply(list).to_dict() == {0: [64, 237184, 386560],
+                                                                  1: [64, 237184, 386560, 8192]}
+    assert meta["ingest"]["disagreeing_collectives"] == 0
