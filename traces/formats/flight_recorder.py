@@ -39,7 +39,15 @@ from typing import Any
 
 import pandas as pd
 
-from traces.formats.common import Ignored, RowSink, finish_frame, parse_int_list, torch_count, torch_dtype, torch_op
+from traces.formats.common import (
+    Ignored,
+    RowSink,
+    finish_frame,
+    parse_int_list,
+    torch_count,
+    torch_dtype,
+    torch_op,
+)
 from traces.formats.files import read_bytes
 from traces.ingest_report import IngestReport
 from traces.schema import P2P_OPS, ROOTED_OPS, TraceError

@@ -15,7 +15,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+import pandas as pd
+
 from traces.formats.nccl.infer import infer_groups
+
+__all__ = ["POS_SHIFT", "Instance", "assign_global_ranks", "build_instances", "comm_members", "fix_hosts",
+           "group_instances", "note_sequence", "pos_key", "set_identities", "split_shared_identities"]
 
 POS_SHIFT = 40  # position key = file index << POS_SHIFT | line number (orders lines across files)
 
@@ -238,3 +244,52 @@ def comm_members(
         notes.append(f"{len(partial)} communicator(s) have members no log line shows (-1 in metadata comms): "
                      + ", ".join(partial[:5]) + (" ..." if len(partial) > 5 else ""))
     return out
+
+
+def note_sequence(inst: Instance, c: pd.DataFrame, idx: np.ndarray) -> None:
+    """Keep the collectives (not Send/Recv) of a pointer without Init line, and its prefix ``[dev]``."""
+    idx = idx[np.argsort(c["pos"].to_numpy()[idx], kind="stable")]
+    ops = c["op"].to_numpy()[idx]
+    keep = (ops != "Send") & (ops != "Recv")
+    cols = [c[name].to_numpy()[idx][keep].tolist() for name in ("opc", "op", "count", "dt", "root")]
+    inst.sequence = tuple(zip(*cols, strict=True))
+    devs = np.unique(c["dev"].to_numpy()[idx])
+    devs = devs[devs >= 0]  # a line without prefix shows no device
+    inst.prefix_dev = int(devs[0]) if len(devs) == 1 else -1
+
+
+def set_identities(instances: list[Instance]) -> None:
+    """Each instance's GPU (host, pid, device): the Init line's cudaDev, else the process's only Init
+    cudaDev, else the ``[dev]`` all its COLL lines show (one process driving several GPUs), else -1."""
+    devs: dict[tuple[str, int], set[int]] = {}
+    for inst in instances:
+        if inst.dev is not None:
+            devs.setdefault(inst.key[:2], set()).add(inst.dev)
+    for inst in instances:
+        dev = inst.dev
+        if dev is None:
+            known = devs.get(inst.key[:2], set())
+            dev = next(iter(known)) if len(known) == 1 else inst.prefix_dev
+        inst.identity = (inst.key[0], inst.key[1], dev)
+
+
+def split_shared_identities(comms: dict[str, list[Instance]], notes: list[str]) -> None:
+    """Two members of one inferred communicator in one process are two GPUs, even when their lines show the
+    same ``[dev]`` (it is the thread's current device): give the later ones GPUs of their own."""
+    used = {i.identity for ms in comms.values() for i in ms}
+    split = 0
+    for members in comms.values():
+        seen: set[tuple[str, int, int]] = set()
+        for inst in members:
+            if inst.inferred and inst.identity in seen:
+                host, pid, _ = inst.identity
+                k = -2
+                while (host, pid, k) in used:
+                    k -= 1
+                inst.identity = (host, pid, k)  # device unknown (written as -1)
+                used.add(inst.identity)
+                split += 1
+            seen.add(inst.identity)
+    if split:
+        notes.append(f"{split} GPU(s) told apart only because one process holds several members of one "
+                     "inferred communicator (their [dev] prefixes do not differ): device -1")

@@ -195,16 +195,16 @@ def _assemble(scans: list[FileScan], report: IngestReport) -> tuple[pd.DataFrame
                 which = np.clip(np.searchsorted(starts, pos, side="right") - 1, 0, len(insts) - 1)
                 row_inst[idx] = [index_of[id(insts[w])] for w in which]
             if insts[0].rank is None:  # no Init line: the evidence for inferring its communicator
-                _note_sequence(insts[0], c, idx)
+                C.note_sequence(insts[0], c, idx)
             granks = c["grank"].to_numpy()[idx]
             if (granks >= 0).any():
                 for w in set(row_inst[idx].tolist()):
                     instances[w].grank = int(granks[granks >= 0][0])
     c["inst"] = row_inst
-    _set_identities(instances)
+    C.set_identities(instances)
     evidence: dict[str, dict[str, Any]] = {}
     comms = C.group_instances(instances, notes, evidence)
-    _split_shared_identities(comms, notes)
+    C.split_shared_identities(comms, notes)
     host_order = _host_order(c, inits)
     ranks, world_size, world = C.assign_global_ranks(comms, host_order, notes)
     members = C.comm_members(comms, ranks, world, world_size, notes)
@@ -295,55 +295,6 @@ def _resolve_unprefixed(c: pd.DataFrame, inits: list[dict[str, Any]], scans: lis
     c = c.assign(host=hosts, pid=pids)
     return _skip_rows(c, unresolved, "COLL line without a host:pid prefix and an ambiguous comm pointer",
                       scans, report)
-
-
-def _note_sequence(inst: C.Instance, c: pd.DataFrame, idx: np.ndarray) -> None:
-    """Keep the collectives (not Send/Recv) of a pointer without Init line, and its prefix ``[dev]``."""
-    idx = idx[np.argsort(c["pos"].to_numpy()[idx], kind="stable")]
-    ops = c["op"].to_numpy()[idx]
-    keep = (ops != "Send") & (ops != "Recv")
-    cols = [c[name].to_numpy()[idx][keep].tolist() for name in ("opc", "op", "count", "dt", "root")]
-    inst.sequence = tuple(zip(*cols, strict=True))
-    devs = np.unique(c["dev"].to_numpy()[idx])
-    devs = devs[devs >= 0]  # a line without prefix shows no device
-    inst.prefix_dev = int(devs[0]) if len(devs) == 1 else -1
-
-
-def _set_identities(instances: list[C.Instance]) -> None:
-    """Each instance's GPU (host, pid, device): the Init line's cudaDev, else the process's only Init
-    cudaDev, else the ``[dev]`` all its COLL lines show (one process driving several GPUs), else -1."""
-    devs: dict[tuple[str, int], set[int]] = {}
-    for inst in instances:
-        if inst.dev is not None:
-            devs.setdefault(inst.key[:2], set()).add(inst.dev)
-    for inst in instances:
-        dev = inst.dev
-        if dev is None:
-            known = devs.get(inst.key[:2], set())
-            dev = next(iter(known)) if len(known) == 1 else inst.prefix_dev
-        inst.identity = (inst.key[0], inst.key[1], dev)
-
-
-def _split_shared_identities(comms: dict[str, list[C.Instance]], notes: list[str]) -> None:
-    """Two members of one inferred communicator in one process are two GPUs, even when their lines show the
-    same ``[dev]`` (it is the thread's current device): give the later ones GPUs of their own."""
-    used = {i.identity for ms in comms.values() for i in ms}
-    split = 0
-    for members in comms.values():
-        seen: set[tuple[str, int, int]] = set()
-        for inst in members:
-            if inst.inferred and inst.identity in seen:
-                host, pid, _ = inst.identity
-                k = -2
-                while (host, pid, k) in used:
-                    k -= 1
-                inst.identity = (host, pid, k)  # device unknown (written as -1)
-                used.add(inst.identity)
-                split += 1
-            seen.add(inst.identity)
-    if split:
-        notes.append(f"{split} GPU(s) told apart only because one process holds several members of one "
-                     "inferred communicator (their [dev] prefixes do not differ): device -1")
 
 
 def _host_order(c: pd.DataFrame, inits: list[dict[str, Any]]) -> dict[str, int]:

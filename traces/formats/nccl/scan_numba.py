@@ -14,10 +14,17 @@ import pandas as pd
 
 from traces.formats.nccl import kernel_numba as J
 from traces.formats.nccl import layout as L
-from traces.formats.nccl.kernel_numpy import text_timestamps
 from traces.formats.nccl import torn as T
-from traces.formats.nccl.scan import (NO_TS, FileScan, empty_columns, note_ts, parse_other, parse_slow,
-                                      recover_torn)
+from traces.formats.nccl.kernel_numpy import text_timestamps
+from traces.formats.nccl.scan import (
+    NO_TS,
+    FileScan,
+    empty_columns,
+    note_ts,
+    parse_other,
+    parse_slow,
+    recover_torn,
+)
 from traces.ingest_report import IngestReport
 
 #: Threads running the compiled kernel ahead of the thread that builds the columns (it releases the GIL).

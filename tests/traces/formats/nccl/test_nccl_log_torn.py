@@ -109,7 +109,7 @@ def test_torn_line_recovered_with_its_prefix(tmp_path):
     path.write_text("\n".join([a[:cut] + b[0], b[1], a[cut:], a.replace("count 1234", "count 99")]) + "\n")
     df, report = read_nccl_logs([path])
     assert report.skipped_total == 0
-    assert sorted(zip(df["host"], df["count"])) == [("gpu1", 7), ("gpu1", 8), ("n0", 99), ("n0", 1234)]
+    assert sorted(zip(df["host"], df["count"], strict=True)) == [("gpu1", 7), ("gpu1", 8), ("n0", 99), ("n0", 1234)]
 
 
 def test_torn_line_without_its_rest_is_counted(tmp_path):
