@@ -116,6 +116,8 @@ def _coll_frame(scans: list[FileScan]) -> pd.DataFrame:
         part["pos"] = (np.int64(f) << C.POS_SHIFT) | part["line"].to_numpy(dtype=np.int64)
         part["file"] = f
         frames.append(part)
+    if len(frames) == 1:
+        return frames[0]
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
@@ -157,6 +159,8 @@ def _skip_code(c: pd.DataFrame, codes: np.ndarray, k: int, reason: str, scans: l
 def _assemble(scans: list[FileScan], report: IngestReport) -> tuple[pd.DataFrame, dict[str, Any]]:
     notes = report.notes
     c = _coll_frame(scans)
+    for s in scans:  # the frame holds the COLL columns now: do not keep two copies (peak memory)
+        s.coll = {}
     inits = [dict(r, pos=C.pos_key(f, r["line"])) for f, s in enumerate(scans) for r in s.inits]
     # Interleaved writes can glue garbage onto a host name: map it back to the clean name of that pid.
     seen = c[["host", "pid"]].drop_duplicates() if len(c) else pd.DataFrame({"host": [], "pid": []})
@@ -210,6 +214,7 @@ def _assemble(scans: list[FileScan], report: IngestReport) -> tuple[pd.DataFrame
     members = C.comm_members(comms, ranks, world, world_size, notes)
 
     rows = _rows(c, instances, ranks, notes)
+    del c  # per-line data is no longer needed: only the rows go on (peak memory)
     unmatched = 0
     if len(rows):
         proc_code: dict[tuple[str, int], int] = {}
