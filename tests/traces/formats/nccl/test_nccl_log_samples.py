@@ -91,6 +91,17 @@ def test_sample_09_hard_wrapped_broadcasts():
     # pids 3874078 and 3874080 each broadcast twice on pointer 0x155468002fb0: seq 0 then 1.
     twice = df.groupby("rank").filter(lambda g: len(g) == 2)
     assert twice.groupby("rank")["seq"].apply(list).tolist() == [[0, 1], [0, 1]]
+    # No Init line, opCount 0 throughout: pids 3874076/78/80 on 0x155468002fb0 log Broadcast root 3 (and
+    # 78/80 then root 4), a prefix of one another: 3 members of one 8-rank communicator (the world view).
+    # pid 3874075 logs only Broadcast root 4 on another pointer: no evidence it belongs there, so it stays
+    # alone (its other 7 members unknown) and is numbered after the world.
+    meta = df.attrs["collsim"]
+    ev = meta["comm_inference"]
+    assert ev["comm-0x155468002fb0"]["members_seen"] == 3 and ev["comm-0x155468002fb0"]["confidence"] == "medium"
+    assert ev["comm-0x15545c002fb0"] == {"members_seen": 1, "nranks": 8, "confidence": "none",
+                                          "evidence": ev["comm-0x15545c002fb0"]["evidence"]}
+    assert meta["comms"]["comm-0x155468002fb0"] == list(range(8)) and meta["comms"]["comm-0x15545c002fb0"][0] == 8
+    assert meta["world_size"] == 9 and any("in no world-spanning communicator" in n for n in meta["notes"])
 
 
 def test_sample_02_interleaved_init_lines():
