@@ -145,3 +145,19 @@ def test_every_rank_reports_every_op(nranks: int, sizes: list[int]) -> None:
     assert len(df) == nranks * len(sizes)
     assert int(df["bytes"].sum()) == nranks * sum(sizes)
     assert (df.groupby("rank")["seq"].max() == len(sizes) - 1).all()
+
+
+def test_real_pretty_printed_records_from_nvidias_documentation() -> None:
+    # tests/data/inspector/README.md: the two records of NVIDIA's Inspector README, pretty-printed as there.
+    path = Path(__file__).parents[2] / "data" / "inspector" / "nvidia_readme_pretty.log"
+    assert detect_format(path) == "inspector"
+    df, report = read_inspector([path])
+    # Two communicators of 8, one rank of each seen: the largest (tie broken by name) is the world view; the
+    # other's members cannot be told, so its record is skipped and counted, not guessed.
+    assert report.lines_read == 2 and len(df) == 1
+    row = df.iloc[0]
+    assert (row["rank"], row["comm"], row["op"], row["count"], row["dtype"]) == (
+        4, "0xe62dedaa97644a", "ReduceScatter", 2147483648, "int8")
+    assert row["duration_s"] == pytest.approx(41057e-6)
+    assert report.skipped == {"comm rank cannot be mapped to a global rank (files of other ranks missing?)": 1}
+    assert df.attrs["collsim"]["comms"] == {"0xe62dedaa97644a": list(range(8))}
