@@ -101,12 +101,16 @@ class RowSink:
         split_bytes: tuple[int, ...] = (),
         peer: int = -1,
         order: int = 0,
+        seq: int = -1,
     ) -> None:
-        """Add one op of one rank (``order`` breaks ties between rows of a rank with equal times)."""
+        """Add one op of one rank (``order`` breaks ties between rows of a rank with equal times; ``seq``, when
+        the format records it, is the collective's 0-based number on its communicator, the same on every
+        member even when a rank's record starts later: it is used when every collective row of the comm has one).
+        """
         self.rows.append(
             dict(rank=rank, comm=comm, op=op, count=count, dtype=dtype, root=root, nranks=nranks, t_us=t_us,
                  duration_s=duration_s, host=host, device=device, context=context, algo=algo, proto=proto,
-                 split_bytes=tuple(split_bytes), peer=peer, order=order)
+                 split_bytes=tuple(split_bytes), peer=peer, order=order, seq_hint=seq)
         )
 
 
@@ -145,13 +149,19 @@ def finish_frame(
         key_op = np.where(is_p2p, df["op"].to_numpy(dtype=object), "")
         df["seq"] = df.assign(_peer=key_peer, _op=key_op).groupby(
             ["comm", "rank", "_op", "_peer"], sort=False).cumcount()
+        hint = df["seq_hint"].to_numpy()
+        coll = ~is_p2p
+        hinted = pd.Series(hint[coll] >= 0).groupby(df["comm"].to_numpy()[coll]).all()
+        use = coll & df["comm"].map(hinted.to_dict()).eq(True).to_numpy()
+        if use.any() and not df[use].duplicated(["comm", "rank", "seq_hint"]).any():
+            df.loc[use, "seq"] = hint[use]
         df["bytes"] = df["count"].astype("int64") * df["dtype"].map(DTYPE_BYTES).astype("int64")
         times = df["_t"].to_numpy()
         if t0_us is None:
             finite = times[np.isfinite(times)]
             t0_us = float(finite.min()) if finite.size else 0.0
         df["t_start_s"] = (times - t0_us) / 1e6
-        df = df.drop(columns=["_t", "t_us", "peer", "order"])
+        df = df.drop(columns=["_t", "t_us", "peer", "order", "seq_hint"])
     ranks = [int(r) for r in df["rank"]] if len(df) else []
     members = [r for m in comms.values() for r in m]
     world = world_size if world_size is not None else (max(ranks + members) + 1 if ranks or members else 0)

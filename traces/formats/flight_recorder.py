@@ -17,7 +17,8 @@ it from the file name's trailing number, and so does this reader.
 
 Mapping: ``comm`` = ``pg:<pg_name>``, ``op`` from the profiling name (torch names, as for Kineto), ``count``
 from the tensor element counts, ``dtype`` from the input dtype, ``nranks`` = the group's size, ``t_start_s``
-from ``time_created_ns`` (enqueue time), ``duration_s`` from ``duration_ms``. Lost: roots of rooted ops
+from ``time_created_ns`` (enqueue time), ``duration_s`` from ``duration_ms``, ``seq`` of collectives from
+``collective_seq_id`` (so ranks whose ring buffers dropped different numbers of old entries still line up). Lost: roots of rooted ops
 (0 assumed), durations without TORCH_NCCL_ENABLE_TIMING, hosts, devices, and every op older than the
 ring buffer (``TORCH_NCCL_TRACE_BUFFER_SIZE`` entries). ``coalesced`` marker entries carry no data.
 
@@ -228,13 +229,15 @@ def read_flight_recorder(paths: list[Path], *, strict: bool = False, progress: P
             timed += duration is not None
             untimed += duration is None
             created = e.get("time_created_ns")
+            seq_id = e.get("collective_seq_id")  # 1-based per group: aligns ranks whose ring buffers wrapped
             comm = f"pg:{pg_name}" if len(versions[pg_name]) == 1 else f"pg:{pg_name}@{members[0]}"
             comms[comm] = members
             sink.add(rank=rank, comm=comm, op=op, count=count, dtype=dtype, nranks=nranks, root=root,
                      t_us=float(created) / 1e3 if isinstance(created, int | float) else math.nan,
                      duration_s=float(duration) / 1e3 if isinstance(duration, int | float) else math.nan,
                      context=f"pg_desc={pg[1]}" if isinstance(pg, list | tuple) and len(pg) > 1 else "",
-                     peer=peer, order=int(e.get("record_id", k)))
+                     peer=peer, order=int(e.get("record_id", k)),
+                     seq=int(seq_id) - 1 if op not in P2P_OPS and isinstance(seq_id, int) and seq_id > 0 else -1)
         if progress is not None:
             progress(path.stat().st_size)
     ignored.to_notes(report)

@@ -145,3 +145,27 @@ def test_rank_must_be_in_the_file_name(tmp_path):
     path.write_bytes(pickle.dumps(_dump(0), protocol=2))
     with pytest.raises(TraceError, match="does not record its rank"):
         read_flight_recorder([path])
+
+
+def test_tutorial_mismatch_is_reported_and_seq_follows_collective_seq_id(tmp_path):
+    # PyTorch's Flight Recorder tutorial (docs/source/... "End-to-End Example: Debugging a Mismatched
+    # Collective"): 2 ranks all_reduce a (3, 4) tensor twice, rank 0 alone then all_reduces a (4, 5) one, then
+    # both all_reduce (3, 4) twice more. Rank 1's ring buffer is taken to have dropped its first entry.
+    world = ("0", "default_pg")
+    cfg = {"0": {"name": "0", "desc": "default_pg", "ranks": "[0, 1]"}}
+    ops = {0: [[3, 4]] * 2 + [[4, 5]] + [[3, 4]] * 2, 1: [[3, 4]] * 4}
+    for rank, shapes in ops.items():
+        entries = [_entry(k, world, "nccl:all_reduce", [s], [s]) for k, s in enumerate(shapes)]
+        for k, e in enumerate(entries):
+            e["collective_seq_id"] = k + 1
+        if rank == 1:
+            entries = entries[1:]
+        dump = {"version": "2.5", "pg_config": cfg, "pg_status": {}, "entries": entries}
+        (tmp_path / f"trace_{rank}").write_bytes(pickle.dumps(dump, protocol=2))
+    df = ingest(tmp_path)
+    per_rank = {r: list(zip(g["seq"], g["count"], strict=True)) for r, g in df.groupby("rank")}
+    assert per_rank == {0: [(0, 12), (1, 12), (2, 20), (3, 12), (4, 12)], 1: [(1, 12), (2, 12), (3, 12)]}
+    rep = df.attrs["collsim"]["ingest"]
+    # collective 2: rank 0 all_reduces 20 elements, rank 1 12: the mismatch the tutorial's analyser finds
+    assert rep["disagreeing_collectives"] == 1
+    assert rep["disagreeing_example"] == "comm pg:0 seq 2: rank 0 AllReduce 20 fp32, rank 1 AllReduce 12 fp32"
