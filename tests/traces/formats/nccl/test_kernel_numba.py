@@ -96,6 +96,33 @@ def test_compiled_and_numpy_paths_agree_on_any_lines(tmp_path_factory, monkeypat
     assert_same(read(path, "numpy", monkeypatch), read(path, "jit", monkeypatch))
 
 
+@st.composite
+def torn_lines(draw) -> list[str]:
+    """Lines where some are cut at any byte by 1-2 other lines (another process's writes)."""
+    lines = draw(st.lists(line(), min_size=2, max_size=10))
+    out: list[str] = []
+    while lines:
+        head = lines.pop(0)
+        if len(lines) >= 2 and len(head) > 1 and draw(st.booleans()):
+            cut = draw(st.integers(1, len(head) - 1))
+            k = draw(st.integers(1, min(2, len(lines) - 1)))
+            between, lines = lines[:k], lines[k:]
+            out += [head[:cut] + between[0], *between[1:], head[cut:]]
+        else:
+            out.append(head)
+    return out
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(torn_lines())
+def test_compiled_and_numpy_paths_agree_on_torn_lines(tmp_path_factory, monkeypatch, lines):
+    # The torn-line search runs in both readers (lines with two prefixes go to the per-line path): the same
+    # traces and the same counts, whatever the damage.
+    path = tmp_path_factory.mktemp("torn") / "x.log"
+    path.write_bytes(("\n".join(lines) + "\n").encode("utf-8", "surrogatepass"))
+    assert_same(read(path, "numpy", monkeypatch), read(path, "jit", monkeypatch))
+
+
 def test_chunk_borders_and_the_read_ahead_thread(tmp_path, monkeypatch):
     # Tiny chunks: many kernel calls in flight at once, lines counted across chunk borders, a wrapped
     # COLL line whose continuation starts the next chunk.
