@@ -119,8 +119,11 @@ def _columns(buf: bytes, kernel_out: tuple, line_base: int, scan: FileScan, part
         ts = ts[ts != NO_TS]
         if len(ts):
             note_ts(scan, int(ts.min()))
+    # TUNING lines the kernel read come back among the others only when they hold two prefixes (for the
+    # torn-line search above): not to be read twice.
+    read = set(tun[tok][:, J.T_LINE].tolist()) if tok.any() else set()
     for line, ls, le in others.tolist():
-        if line in consumed:
+        if line in consumed or line in read:
             continue
         parse_other(buf[ls:le].decode("utf-8", "replace").rstrip("\r"), line_base + line + 1, scan)
     return n_lines

@@ -123,6 +123,22 @@ def test_compiled_and_numpy_paths_agree_on_torn_lines(tmp_path_factory, monkeypa
     assert_same(read(path, "numpy", monkeypatch), read(path, "jit", monkeypatch))
 
 
+def test_tuning_line_with_two_prefixes_is_read_once(tmp_path, monkeypatch):
+    # Found by the torn-line fuzz: the compiled reader handed a TUNING line with two prefixes to the
+    # per-line path for the torn-line search, which read its TUNING record a second time.
+    lines = ["h:1:1 [1] NCCL INFO h:1:1 [1] NCCL INFO 4096 Bytes -> Algo 0 proto 1 time 12.500000",
+             "h:1:1 [1] NCCL INFO AllReduce: opCount 0 sendbuff 0x10 recvbuff 0x20 count 1024 datatype 0 op 0 root 0 "
+             "comm 0xa [nranks=1] stream 0x30",
+             "h:1:1 [1] NCCL INFO h:1:1 [1] NCCL INFO 1024 Bytes -> Algo 1 proto 2 time 2.0"]
+    path = tmp_path / "x.log"
+    path.write_text("\n".join(lines) + "\n")
+    numpy_df, numpy_report = read(path, "numpy", monkeypatch)
+    jit_df, jit_report = read(path, "jit", monkeypatch)
+    assert_same((numpy_df, numpy_report), (jit_df, jit_report))
+    assert jit_df["algo"].tolist() == ["RING"]
+    assert any("1 TUNING line(s) matched no COLL line" in n for n in jit_df.attrs["collsim"]["notes"])
+
+
 def test_chunk_borders_and_the_read_ahead_thread(tmp_path, monkeypatch):
     # Tiny chunks: many kernel calls in flight at once, lines counted across chunk borders, a wrapped
     # COLL line whose continuation starts the next chunk.
