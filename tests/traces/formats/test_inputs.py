@@ -16,7 +16,7 @@ from traces.formats.files import compression_of, expand_inputs
 from traces.readers import ingest
 from traces.schema import TraceError
 
-LOGS = Path(__file__).parents[1] / "data" / "nccl_logs"
+LOGS = Path(__file__).parents[2] / "data" / "nccl_logs"
 SAMPLE = LOGS / "sample_09.log"  # 6 hard-wrapped Broadcast lines, 8 ranks (real, source line inside)
 
 
