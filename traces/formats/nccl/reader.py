@@ -147,7 +147,11 @@ def _drop_unusable(c: pd.DataFrame, scans: list[FileScan], report: IngestReport)
     dts = pd.unique(c["dt"].to_numpy())
     for dt in [d for d in dts.tolist() if d not in NCCL_DTYPE_CODES]:
         c = _skip_rows(c, (c["dt"] == dt).to_numpy(), f"unknown datatype code {dt}", scans, report)
-    return c
+    # A root (rooted ops) or peer (Send/Recv) is a comm rank: outside [0, nranks) the line is damaged.
+    rooted = np.isin(c["op"].to_numpy(dtype=object), ["Broadcast", "Reduce", "Gather", "Scatter", "Send", "Recv"])
+    root, nranks = c["root"].to_numpy(), c["nranks"].to_numpy()
+    return _skip_rows(c, rooted & ((root < 0) | (root >= nranks)), "root or peer outside the communicator "
+                      "([nranks=])", scans, report)
 
 
 def _skip_code(c: pd.DataFrame, codes: np.ndarray, k: int, reason: str, scans: list[FileScan],

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from traces.formats.nccl import layout as L
 
-__all__ = ["INFO", "TAIL_WINDOW", "TORN_REASON", "Head", "complete", "could_start_coll", "counts_as_coll",
+__all__ = ["AMBIGUOUS", "INFO", "TAIL_WINDOW", "TORN_REASON", "Head", "complete", "could_start_coll", "counts_as_coll",
            "heads_of", "recover", "starts_with_prefix"]
 
 INFO = " NCCL INFO "
@@ -41,10 +41,16 @@ _OP_HEADS = tuple(f"{op}{L.COLL_MARK}" for op in L.NCCL_OPS)
 
 @dataclass
 class Head:
-    """The start of a torn line: its prefix text and the candidate bodies (one per split of a glued host)."""
+    """The start of a torn line: its prefix text and the candidate bodies, one per split of a host token
+    that swallowed the head's last characters: ``known`` leave a host seen at a line start, ``other`` do not."""
 
     prefix: str
-    bodies: list[str]
+    known: list[str]
+    other: list[str]
+
+    @property
+    def bodies(self) -> list[str]:
+        return self.known + self.other
 
 
 def could_start_coll(body: str) -> bool:
@@ -107,8 +113,9 @@ def heads_of(text: str, known_hosts: Iterable[str] = ()) -> tuple[list[Head], in
         host = nxt["host"]
         # The next host token may hold the head's last characters: try each split, known hosts first,
         # then the longest head (a host name rarely starts with the characters a body ends with).
-        splits = sorted(range(len(host) + 1), key=lambda j: (host[j:] not in known, -j))
-        heads.append(Head(text[m.start(): m.end()], [body + host[:j] for j in splits if j < len(host) or not host]))
+        splits = [j for j in range(len(host) + 1) if j < len(host) or not host]
+        heads.append(Head(text[m.start(): m.end()], [body + host[:j] for j in splits if host[j:] in known],
+                          [body + host[:j] for j in splits if host[j:] not in known]))
         if nxt is matches[-1]:
             best = next((j for j in splits if host[j:] in known), None)
             if best is not None:
@@ -121,9 +128,15 @@ def starts_with_prefix(text: str) -> bool:
     return _PREFIX_AT_START.match(text) is not None
 
 
+#: What :func:`complete` returns when several splits of a glued host make different valid lines.
+AMBIGUOUS = "ambiguous"
+
+
 def complete(head: Head, line: int, text_of: Callable[[int], str | None], consumed: set[int]
-             ) -> tuple[L.CollLine, int] | None:
-    """Find the tail of ``head`` (on line ``line``) among the next lines; the whole record and its line."""
+             ) -> tuple[L.CollLine | str, int] | None:
+    """Find the tail of ``head`` (on line ``line``) among the next lines: ``(record, tail line)``, None when no
+    line completes it, or ``(AMBIGUOUS, tail line)`` when a tail completes it in several different ways (a
+    host name that starts with the characters the head ends with: no way to tell where the cut was)."""
     for k in range(line + 1, line + 1 + TAIL_WINDOW):
         if k in consumed:
             continue
@@ -132,12 +145,29 @@ def complete(head: Head, line: int, text_of: Callable[[int], str | None], consum
             return None
         if not tail.strip() or starts_with_prefix(tail):
             continue
-        for body in head.bodies:
-            whole = head.prefix + body + tail
-            recs = L.parse_coll_lines(whole)
-            if len(recs) == 1 and recs[0].op in L.NCCL_OPS and _ends_at_line_end(whole):
-                return recs[0], k
+        for bodies in (head.known, head.other):
+            found = {}
+            for body in bodies:
+                rec = _whole(head.prefix + body + tail)
+                if rec is not None:
+                    found.setdefault((rec.op, rec.opc, rec.count, rec.dt, rec.root, rec.comm, rec.nranks), rec)
+            if len(found) == 1:
+                return next(iter(found.values())), k
+            if len(found) > 1:
+                return AMBIGUOUS, k
     return None
+
+
+def _whole(text: str) -> L.CollLine | None:
+    """The one COLL record of a joined line, when it is whole and its fields are possible."""
+    recs = L.parse_coll_lines(text)
+    if len(recs) != 1 or recs[0].op not in L.NCCL_OPS or not _ends_at_line_end(text):
+        return None
+    rec = recs[0]
+    rooted = rec.op in ("Broadcast", "Reduce", "Gather", "Scatter", "Send", "Recv")
+    if rec.nranks < 1 or not 0 <= rec.dt <= 11 or (rooted and not 0 <= rec.root < rec.nranks):
+        return None
+    return rec
 
 
 def _ends_at_line_end(whole: str) -> bool:
@@ -183,8 +213,11 @@ def recover(lines: Iterable[int], text_of: Callable[[int], str | None], known_ho
                 continue  # the head of some other line (Init, transport, ...): not collective data
             found = complete(head, i, text_of, consumed)
             if found is not None:
-                on_record(found[0], i)
-                consumed.add(found[1])
+                consumed.add(found[1])  # an ambiguous tail is not read alone either: the line counts once
+                if isinstance(found[0], str):  # AMBIGUOUS
+                    on_torn(i)
+                else:
+                    on_record(found[0], i)
             elif any(map(counts_as_coll, head.bodies)):
                 on_torn(i)
     return consumed, rest
