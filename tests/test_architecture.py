@@ -35,7 +35,7 @@ KNOWN_CIRCLES: set[frozenset[str]] = {
 #: the engine core being split into modules): remove an entry once its module has one.
 PENDING_ALL = {
     "traces.formats", "traces.formats.inspector", "traces.formats.kineto", "traces.formats.nccl",
-    "traces.formats.nccl.comms", "traces.formats.nccl.kernel_numba", "traces.formats.nccl.kernel_numpy",
+    "traces.formats.nccl.kernel_numba", "traces.formats.nccl.kernel_numpy",
     "traces.formats.nccl.layout", "traces.formats.nccl.rows", "traces.formats.nccl.scan",
     "traces.formats.nccl.scan_numba", "traces.formats.nccl.writer", "traces.formats.nccl_profiler",
     "traces.formats.param", "traces.formats.pytorch_et",

@@ -27,6 +27,10 @@ class IngestReport:
         Reason -> first ``file:line`` where it happened (for the error message).
     notes : list of str
         Fallbacks taken (no init lines, ...); copied into the metadata ``notes``.
+    disagreeing : int or None
+        Collectives (comm, seq) whose members differ on op, count or dtype (None: not checked yet).
+    disagreeing_example : str
+        The first of them, with each member's fields.
     """
 
     files: list[str] = field(default_factory=list)
@@ -35,6 +39,19 @@ class IngestReport:
     skipped: Counter = field(default_factory=Counter)
     examples: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    disagreeing: int | None = None
+    disagreeing_example: str = ""
+
+    def check_agreement(self, df) -> None:
+        """Count the collectives of ``df`` whose members disagree (op, count, dtype, root); add a note."""
+        from traces.formats.agreement import disagreeing_collectives
+
+        self.disagreeing, self.disagreeing_example = disagreeing_collectives(df)
+        if self.disagreeing:
+            note = (f"{self.disagreeing} collective(s) whose members disagree on op, count or dtype "
+                    f"(first: {self.disagreeing_example})")
+            if note not in self.notes:
+                self.notes.append(note)
 
     def skip(self, reason: str, where: str | Path, n: int = 1) -> None:
         """Count ``n`` unusable lines for ``reason``; remember the first place it happened."""
@@ -69,15 +86,29 @@ class IngestReport:
             "records": self.records,
             "skipped": dict(self.skipped),
             "examples": dict(self.examples),
+            "disagreeing_collectives": int(self.disagreeing or 0),
+            "disagreeing_example": self.disagreeing_example,
         }
+
+    @classmethod
+    def from_dict(cls, stored: dict) -> IngestReport:
+        """Rebuild a report from :meth:`as_dict` (as stored in the trace metadata under ``ingest``)."""
+        return cls(files=list(stored.get("files", [])), lines_read=int(stored.get("lines_read", 0)),
+                   records=int(stored.get("records", 0)), skipped=Counter(stored.get("skipped", {})),
+                   examples=dict(stored.get("examples", {})),
+                   disagreeing=int(stored.get("disagreeing_collectives", 0)),
+                   disagreeing_example=str(stored.get("disagreeing_example", "")))
 
     def summary(self) -> str:
         """One or a few human lines: what was read and what was skipped, with the first place of each."""
         head = f"read {len(self.files)} file(s), {self.lines_read} line(s): {self.records} trace row(s)"
+        tail = ""
+        if self.disagreeing:
+            tail = f"; {self.disagreeing} collective(s) whose members disagree (first: {self.disagreeing_example})"
         if not self.skipped:
-            return head + ", nothing skipped"
+            return head + ", nothing skipped" + tail
         parts = [f"{n} {reason} (first at {self.examples[reason]})" for reason, n in self.skipped.most_common()]
-        return head + f", skipped {self.skipped_total}: " + "; ".join(parts)
+        return head + f", skipped {self.skipped_total}: " + "; ".join(parts) + tail
 
 
 __all__ = ["IngestReport"]

@@ -5,34 +5,47 @@ Every reader has the signature ``read_X(paths: list[Path], *, strict=False, prog
 consumed (a file's size once it is read), so a caller can drive a bar whose total is the input size.
 Readers are imported lazily: importing this module is cheap and works before every reader exists.
 
-This module also holds the small helpers the JSON readers share (:func:`load_json`, :class:`RowSink`,
-:func:`finish_frame`), so each reader only maps its own records to rows.
+The helpers the readers share live in :mod:`traces.formats.files` (opening compressed files, folders and
+globs, JSON) and :mod:`traces.formats.common` (rows, frames, PyTorch names, rank maps); they are
+re-exported here.
 """
 
 from __future__ import annotations
 
-import gzip
 import importlib
-import json
-import math
-import zlib
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
-from traces.ingest_report import IngestReport
-from traces.schema import (
-    DTYPE_BYTES,
-    METADATA_KEY,
-    P2P_OPS,
-    TraceError,
-    new_metadata,
-    validate,
+# Re-exported: the readers and their tests import these helpers from here.
+from traces.formats.common import (  # noqa: F401
+    Ignored,
+    RankMap,
+    RowSink,
+    as_int,
+    finish_frame,
+    parse_int_list,
+    split_bytes_of,
+    torch_count,
+    torch_dtype,
+    torch_op,
 )
+from traces.formats.files import (  # noqa: F401
+    HEAD_BYTES,
+    Inputs,
+    expand_inputs,
+    expand_paths,
+    load_json,
+    open_binary,
+    read_head,
+    read_text,
+)
+from traces.ingest_report import IngestReport
+from traces.schema import METADATA_KEY, TraceError
+
+__all__ = ["FORMATS", "Progress", "detect_format", "expand_paths", "ingest", "supported_formats"]
 
 Progress = Callable[[float], Any] | None
 
@@ -41,96 +54,33 @@ Progress = Callable[[float], Any] | None
 FORMATS: dict[str, tuple[str, str, str]] = {
     "inspector": ("traces.formats.inspector", "read_inspector", "looks_like_inspector"),
     "profiler": ("traces.formats.nccl_profiler", "read_nccl_profiler", "looks_like_nccl_profiler"),
+    "flight_recorder": ("traces.formats.flight_recorder", "read_flight_recorder", "looks_like_flight_recorder"),
     "kineto": ("traces.formats.kineto", "read_kineto", "looks_like_kineto"),
     "param": ("traces.formats.param", "read_param", "looks_like_param"),
     "nccl": ("traces.formats.nccl.reader", "read_nccl_logs", "looks_like_nccl_log"),
 }
-#: How many bytes of each file detection looks at (Kineto puts ``traceEvents`` after its header).
-HEAD_BYTES = 256 * 1024
+
+
+#: Formats whose files may be binary (a pickle): format -> detector of the raw first bytes, in its module.
+BINARY_DETECTORS: dict[str, str] = {"flight_recorder": "looks_like_flight_recorder_pickle"}
+
+
+def _binary_format(path: Path) -> str | None:
+    """The format of a binary file one of :data:`BINARY_DETECTORS` recognises, else None."""
+    try:
+        with open_binary(path) as fh:
+            raw = fh.read(65536)
+    except (OSError, EOFError, ValueError) as exc:
+        raise TraceError(f"{path}: cannot read ({getattr(exc, 'strerror', None) or exc})") from None
+    for fmt, detector in BINARY_DETECTORS.items():
+        if getattr(_module(fmt), detector)(raw):
+            return fmt
+    return None
 
 
 def supported_formats() -> list[str]:
     """Names accepted by ``--format`` besides ``auto``."""
     return list(FORMATS)
-
-
-def expand_paths(paths: str | Path | Iterable[str | Path]) -> list[Path]:
-    """Turn one path or many (files or folders) into a sorted list of files.
-
-    A folder stands for the regular files directly inside it (hidden files skipped), in name order.
-
-    Raises
-    ------
-    TraceError
-        For a path that does not exist, a folder with no files, or no path at all.
-    """
-    items = [paths] if isinstance(paths, str | Path) else list(paths)
-    if not items:
-        raise TraceError("no input files given")
-    out: list[Path] = []
-    for item in items:
-        path = Path(item).expanduser()
-        if path.is_dir():
-            files = sorted(p for p in path.iterdir() if p.is_file() and not p.name.startswith("."))
-            if not files:
-                raise TraceError(f"{path}: folder holds no files")
-            out += files
-        elif path.is_file():
-            out.append(path)
-        else:
-            raise TraceError(f"{path}: no such file or folder")
-    return out
-
-
-def read_head(path: Path, n_bytes: int = HEAD_BYTES) -> str:
-    """Return the first ``n_bytes`` of a file as text.
-
-    Raises
-    ------
-    TraceError
-        When the file cannot be read, is empty, or is binary (NUL bytes or not UTF-8).
-    """
-    try:
-        with _open_binary(path) as fh:
-            raw = fh.read(n_bytes)
-    except (OSError, EOFError, zlib.error) as exc:
-        raise TraceError(f"{path}: cannot read ({getattr(exc, 'strerror', None) or exc})") from None
-    if not raw.strip():
-        raise TraceError(f"{path}: empty file")
-    if b"\x00" in raw:
-        raise TraceError(f"{path}: binary data, not a trace")
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        if exc.start >= len(raw) - 4:  # the head cut a multi-byte character in two
-            return raw[: exc.start].decode("utf-8")
-        raise TraceError(f"{path}: binary data, not a trace (byte {exc.start} is not UTF-8)") from None
-
-
-def _open_binary(path: Path):
-    """Open a file for reading bytes; gzip files (``.json.gz`` traces) are decompressed on the fly."""
-    with open(path, "rb") as fh:
-        magic = fh.read(2)
-    return gzip.open(path, "rb") if magic == b"\x1f\x8b" else open(path, "rb")
-
-
-def read_text(path: Path) -> str:
-    """Read a whole (possibly gzip-compressed) UTF-8 file.
-
-    Raises
-    ------
-    TraceError
-        When it cannot be read or is not UTF-8 text.
-    """
-    try:
-        with _open_binary(path) as fh:
-            raw = fh.read()
-    except (OSError, EOFError, zlib.error) as exc:
-        raise TraceError(f"{path}: cannot read ({getattr(exc, 'strerror', None) or exc})") from None
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise TraceError(f"{path}: binary data, not a trace") from None
 
 
 def _module(fmt: str):
@@ -149,6 +99,9 @@ def detect_format(path: Path) -> str:
     TraceError
         When no reader recognises the file; the message lists the supported formats.
     """
+    binary = _binary_format(path)
+    if binary is not None:
+        return binary
     head = read_head(path)
     for fmt, (module_name, _, detector) in FORMATS.items():
         try:
@@ -170,25 +123,60 @@ def detect_format(path: Path) -> str:
     )
 
 
+def _unknowns(df: pd.DataFrame, fmt: str) -> list[str]:
+    """Notes on what the input could not tell (the schema's NaN columns), so nobody reads NaN as zero."""
+    if not len(df):
+        return []
+    out = []
+    if df["duration_s"].isna().all():
+        out.append(f"{fmt}: no durations in the input (duration_s is NaN)")
+    if df["t_start_s"].isna().all():
+        out.append(f"{fmt}: no issue times in the input (t_start_s is NaN)")
+    return out
+
+
+def _detect_all(inputs: Inputs) -> dict[Path, str]:
+    """Format of every input; a file found in a folder or glob that is no trace is set aside (counted)."""
+    found: dict[Path, str] = {}
+    for path in list(inputs.files):
+        try:
+            found[path] = detect_format(path)
+        except TraceError as exc:
+            if path not in inputs.found:
+                raise
+            text = str(exc)
+            inputs.drop(path, "empty" if "empty file" in text else "binary" if "binary" in text else "content")
+    if not found:
+        raise TraceError(f"no trace among the files given ({inputs.note()})")
+    return found
+
+
 def ingest(
     paths: str | Path | Iterable[str | Path],
     format: str = "auto",
     *,
     strict: bool = False,
     progress: Progress = None,
+    allow_empty: bool = False,
 ) -> pd.DataFrame:
     """Read measured collective traces into one §3 trace frame.
 
     Parameters
     ----------
     paths : str, Path or iterable of them
-        Files, or folders (a folder stands for the files directly inside it).
+        Files, folders (every file under it, recursively) or glob patterns (``logs/**/*.log``); files
+        found in folders or globs that are not traces (README, code, ...) are skipped and counted
+        (metadata ``notes``, ``ingest.files_skipped``). Files may be gzip, bzip2, xz or zstd compressed.
     format : str
         ``"auto"`` (detect from content) or one of :func:`supported_formats`.
     strict : bool
         Turn any skipped record into a :class:`TraceError` naming the first place it happened.
     progress : callable, optional
         Called with the number of input bytes consumed as reading proceeds.
+    allow_empty : bool
+        Return an empty trace (with its metadata) when the input holds no collective operation, instead of
+        raising the error ``simrun ingest`` prints (with the reader's hint, e.g. to log with
+        ``NCCL_DEBUG_SUBSYS=COLL``).
 
     Returns
     -------
@@ -207,9 +195,9 @@ def ingest(
     >>> df.attrs["collsim"]["ingest"]["records"]  # doctest: +SKIP
     42
     """
-    files = expand_paths(paths)
+    inputs = expand_inputs(paths)
     if format == "auto":
-        found = {path: detect_format(path) for path in files}
+        found = _detect_all(inputs)
         kinds = sorted(set(found.values()))
         if len(kinds) > 1:
             first = {f: p for p, f in reversed(list(found.items()))}  # one example file per format
@@ -220,368 +208,32 @@ def ingest(
     elif format not in FORMATS:
         raise TraceError(f"unknown format {format!r}; supported: auto, {', '.join(FORMATS)}")
     else:
-        for path in files:
-            read_head(path)  # the same clear errors for empty or binary files as with auto
+        for path in inputs.files:
+            if format not in BINARY_DETECTORS or _binary_format(path) != format:
+                read_head(path)  # the same clear errors for empty or binary files as with auto
+    files = inputs.files
     module = _module(format)
     reader = getattr(module, FORMATS[format][1])
     df, report = reader(files, strict=strict, progress=progress)
+    if report.disagreeing is None:
+        report.check_agreement(df)
+    report.notes += _unknowns(df, format)
     meta = dict(df.attrs.get(METADATA_KEY) or {})
     meta["ingest"] = report.as_dict()
-    meta["notes"] = list(dict.fromkeys([*meta.get("notes", []), *report.notes]))
+    skipped_files = inputs.note()
+    meta["notes"] = list(dict.fromkeys([*meta.get("notes", []), *report.notes,
+                                        *([skipped_files] if skipped_files else [])]))
+    meta["ingest"]["files_skipped"] = len(inputs.skipped)
     df.attrs[METADATA_KEY] = meta
+    if df.empty and not allow_empty:
+        raise TraceError(_no_collectives(files, report, meta["notes"]))
     return df
 
 
-# --------------------------------------------------------------------------------------------------
-# Helpers shared by the JSON readers.
+def _no_collectives(files: list[Path], report: IngestReport, notes: list[str]) -> str:
+    """One line: which input, what was read and skipped, and the readers' hints on what to do."""
+    what = str(files[0]) if len(files) == 1 else f"{len(files)} files"
+    hints = [n for n in notes if "log with" in n or "set " in n.lower() or "rerun" in n]
+    return f"{what}: no collective operations found; {report.summary()}" + "".join(f"; {h}" for h in hints)
 
 
-def load_json(path: Path) -> Any:
-    """Parse a whole JSON file.
-
-    Raises
-    ------
-    TraceError
-        Naming the file, line and column of the first syntax error, or the read failure.
-    """
-    text = read_text(path)
-    if not text.strip():
-        raise TraceError(f"{path}: empty file")
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise TraceError(f"{path}:{exc.lineno}: malformed JSON at column {exc.colno} ({exc.msg})") from None
-
-
-def as_int(value: Any) -> int | None:
-    """An int from a JSON value (int, float without fraction, or numeric string); None otherwise."""
-    if isinstance(value, bool):
-        return int(value)
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, str):
-        try:
-            return int(value.strip())
-        except ValueError:
-            return None
-    return None
-
-
-def parse_int_list(value: Any) -> list[int] | None:
-    """A list of ints from a JSON list or its string form ``"[0, 1, 2]"``; None when unreadable."""
-    if isinstance(value, str):
-        text = value.strip()
-        if not text:
-            return []
-        try:
-            value = json.loads(text)
-        except json.JSONDecodeError:
-            return None
-    if not isinstance(value, list):
-        return None
-    out = [as_int(v) for v in value]
-    return None if any(v is None for v in out) else out  # type: ignore[return-value]
-
-
-@dataclass
-class Ignored:
-    """Records a reader set aside because they carry no collective data (``wait``, ``barrier``,
-    ``init``): not skipped data, so ``--strict`` accepts them, but counted in the report's notes."""
-
-    counts: dict[str, int] = field(default_factory=dict)
-    first: dict[str, str] = field(default_factory=dict)
-
-    def add(self, what: str, where: str) -> None:
-        self.counts[what] = self.counts.get(what, 0) + 1
-        self.first.setdefault(what, where)
-
-    def to_notes(self, report: IngestReport) -> None:
-        """Append one note per kind: ``ignored 6 non-data record(s) 'wait' (first at FILE:RECORD)``."""
-        for what, n in self.counts.items():
-            report.notes.append(f"ignored {n} non-data record(s) '{what}' (first at {self.first[what]})")
-
-
-@dataclass
-class RowSink:
-    """Collects one reader's rows before they become a frame.
-
-    Each row is a dict with the §3 columns except ``seq``, ``bytes`` and ``t_start_s``, plus ``t_us``
-    (absolute issue time in microseconds on the trace's clock, NaN when unknown) and, for Send/Recv,
-    ``peer`` (the peer's global rank, which keys the per-peer ``seq``). :func:`finish_frame` turns them
-    into the schema.
-    """
-
-    rows: list[dict[str, Any]] = field(default_factory=list)
-
-    def add(
-        self,
-        *,
-        rank: int,
-        comm: str,
-        op: str,
-        count: int,
-        dtype: str,
-        nranks: int,
-        root: int = -1,
-        t_us: float = math.nan,
-        duration_s: float = math.nan,
-        host: str = "",
-        device: int = -1,
-        context: str = "",
-        algo: str = "",
-        proto: str = "",
-        split_bytes: tuple[int, ...] = (),
-        peer: int = -1,
-        order: int = 0,
-    ) -> None:
-        """Add one op of one rank (``order`` breaks ties between rows of a rank with equal times)."""
-        self.rows.append(
-            dict(rank=rank, comm=comm, op=op, count=count, dtype=dtype, root=root, nranks=nranks, t_us=t_us,
-                 duration_s=duration_s, host=host, device=device, context=context, algo=algo, proto=proto,
-                 split_bytes=tuple(split_bytes), peer=peer, order=order)
-        )
-
-
-def finish_frame(
-    sink: RowSink,
-    *,
-    comms: Mapping[str, list[int]],
-    world_size: int | None,
-    source: str,
-    report: IngestReport,
-    t0_us: float | None = None,
-    gpus_per_node: int | None = None,
-    **extra_meta: Any,
-) -> pd.DataFrame:
-    """Turn collected rows into a validated §3 frame with metadata.
-
-    ``seq`` follows SPEC §3: rows of one rank are put in issue order (time, then ``order``); collectives
-    are numbered per (comm, rank), Send/Recv per (comm, rank, op, peer). ``t_start_s`` is measured from
-    ``t0_us`` (default: the earliest row time). ``report.records`` is set to the row count.
-
-    Raises
-    ------
-    TraceError
-        When the rows break the schema (a reader bug or an inconsistent input).
-    """
-    from traces.schema import empty_trace
-
-    if not sink.rows:
-        df = empty_trace()
-    else:
-        df = pd.DataFrame(sink.rows)
-        df["_t"] = df["t_us"].astype("float64")
-        df = df.sort_values(["rank", "_t", "order"], kind="stable", na_position="last").reset_index(drop=True)
-        is_p2p = df["op"].isin(P2P_OPS).to_numpy()
-        key_peer = np.where(is_p2p, df["peer"].to_numpy(), -1)
-        key_op = np.where(is_p2p, df["op"].to_numpy(dtype=object), "")
-        df["seq"] = df.assign(_peer=key_peer, _op=key_op).groupby(
-            ["comm", "rank", "_op", "_peer"], sort=False).cumcount()
-        df["bytes"] = df["count"].astype("int64") * df["dtype"].map(DTYPE_BYTES).astype("int64")
-        times = df["_t"].to_numpy()
-        if t0_us is None:
-            finite = times[np.isfinite(times)]
-            t0_us = float(finite.min()) if finite.size else 0.0
-        df["t_start_s"] = (times - t0_us) / 1e6
-        df = df.drop(columns=["_t", "t_us", "peer", "order"])
-    ranks = [int(r) for r in df["rank"]] if len(df) else []
-    members = [r for m in comms.values() for r in m]
-    world = world_size if world_size is not None else (max(ranks + members) + 1 if ranks or members else 0)
-    per_node = gpus_per_node
-    if per_node is None and len(df) and (df["host"] != "").all():
-        per_node = int(df.groupby("host")["rank"].nunique().max())  # ranks seen per host
-    if per_node is None:
-        per_node = max(1, min(8, world))
-    report.records = len(df)
-    meta = new_metadata(world, comms, source, gpus_per_node=per_node, **extra_meta)
-    # Validate with only what the checks need: pandas deep-copies attrs on every operation, and a
-    # large ``comms`` table made that copying the slowest part of an ingest.
-    df.attrs = {METADATA_KEY: {"world_size": world}}
-    out = validate(df, collectives=False)  # checked in full by write_trace / read_trace
-    out.attrs = {METADATA_KEY: meta}
-    return out
-
-
-# --------------------------------------------------------------------------------------------------
-# PyTorch collective names, shared by the Kineto, Execution Trace and PARAM readers.
-
-#: normalised torch collective name prefix -> schema op (longest prefixes first).
-_TORCH_PREFIXES: tuple[tuple[str, str], ...] = (
-    ("allreduce", "AllReduce"),
-    ("allgather", "AllGather"),
-    ("reducescatter", "ReduceScatter"),
-    ("alltoall", "AllToAll"),
-    ("broadcast", "Broadcast"),
-    ("reduce", "Reduce"),
-    ("gather", "Gather"),
-    ("scatter", "Scatter"),
-    ("send", "Send"),
-    ("isend", "Send"),
-    ("recv", "Recv"),
-    ("irecv", "Recv"),
-)
-
-
-def torch_op(name: str) -> str | None:
-    """Map a PyTorch / PARAM collective name to a schema op; None for non-data calls.
-
-    ``all_reduce``, ``allreduce``, ``allreduce_coalesced`` -> AllReduce; ``_allgather_base``,
-    ``all_gather_into_tensor`` -> AllGather; ``reduce_scatter_tensor`` -> ReduceScatter; ``all_to_allv``,
-    ``alltoall_base`` -> AllToAll; ``send``/``recv`` (and ``recvanysource``) -> Send/Recv. ``barrier``,
-    ``wait``, ``init``, ``batch_isend_irecv`` and unknown names give None.
-
-    Examples
-    --------
-    >>> torch_op("_allgather_base"), torch_op("all_to_allv"), torch_op("barrier")
-    ('AllGather', 'AllToAll', None)
-    """
-    key = name.strip().lower().lstrip("_").replace("_", "").removeprefix("nccl:")
-    key = key.lstrip("_").replace("_", "")
-    if key.startswith("batch") or key in ("barrier", "wait", "init", "coalesced"):
-        return None
-    for prefix, op in _TORCH_PREFIXES:
-        if key.startswith(prefix):
-            return op
-    return None
-
-
-def torch_count(op: str, in_nelems: int, out_nelems: int, nranks: int) -> int:
-    """The §3 ``count`` of a torch collective from its input/output element counts.
-
-    AllGather: elements each rank sends (its input); ReduceScatter: elements each rank receives (its
-    output); AllToAll: elements sent to each peer (input / nranks); Recv and Scatter: output; every other
-    op: input. A zero side falls back on the other side scaled by ``nranks``.
-    """
-    n = max(int(nranks), 1)
-    if op == "AllGather":
-        return in_nelems if in_nelems > 0 else out_nelems // n
-    if op == "ReduceScatter":
-        return out_nelems if out_nelems > 0 else in_nelems // n
-    if op == "AllToAll":
-        return (in_nelems if in_nelems > 0 else out_nelems) // n
-    if op in ("Recv", "Scatter"):
-        return out_nelems if out_nelems > 0 else in_nelems
-    return in_nelems if in_nelems > 0 else out_nelems
-
-
-def split_bytes_of(splits: list[int] | None, total_elems: int, nranks: int, elem_bytes: int) -> tuple[int, ...]:
-    """Bytes to each peer of an uneven all-to-all, or ``()`` when even or not usable.
-
-    ``splits`` are PyTorch split sizes (rows of dim 0, one per comm rank); a row holds
-    ``total_elems / sum(splits)`` elements.
-    """
-    if not splits or len(splits) != nranks or len(set(splits)) == 1:
-        return ()
-    rows = sum(splits)
-    if rows <= 0 or total_elems % rows:
-        return ()
-    per_row = total_elems // rows
-    return tuple(int(s) * per_row * elem_bytes for s in splits)
-
-
-#: C10 scalar type names (Kineto ``dtype`` args, ET tensor types) not covered by ``dtype_name``.
-_TORCH_DTYPES: dict[str, str] = {
-    "signed char": "int8", "unsigned char": "uint8", "long int": "int64", "float8_e4m3fnuz": "fp8_e4m3",
-    "float8_e5m2fnuz": "fp8_e5m2", "c10::half": "fp16", "c10::bfloat16": "bf16", "c10::float8_e4m3fn": "fp8_e4m3",
-    "c10::float8_e5m2": "fp8_e5m2",
-}
-
-
-def torch_dtype(name: str) -> str | None:
-    """Schema dtype of a torch type name (``Float``, ``BFloat16``, ``Tensor(long int)``, ``signed char``);
-    None for types the schema lacks (int16, complex, ...)."""
-    from traces.schema import dtype_name
-
-    key = name.strip()
-    if key.startswith("Tensor(") and key.endswith(")"):
-        key = key[7:-1]
-    low = key.lower()
-    if low in _TORCH_DTYPES:
-        return _TORCH_DTYPES[low]
-    try:
-        return dtype_name(low.removeprefix("c10::"))
-    except TraceError:
-        return None
-
-
-# --------------------------------------------------------------------------------------------------
-# Comm ranks -> global ranks, for NCCL's own outputs (Inspector, profiler) that only know comm ranks.
-
-
-@dataclass
-class RankMap:
-    """Global ranks of processes that only report their rank inside each communicator.
-
-    The largest communicator is taken as the world: a process's global rank is its rank there. A
-    communicator's members are then the global ranks of the processes holding each of its comm ranks.
-    Built with :meth:`build` from ``(process, comm, comm_rank)`` sightings and the comm sizes.
-    """
-
-    world_comm: str
-    world_size: int
-    process_rank: dict[Any, int]
-    members: dict[str, list[int]]
-    unknown: set[str]
-
-    @classmethod
-    def build(cls, seen: Iterable[tuple[Any, str, int]], sizes: Mapping[str, int]) -> RankMap:
-        """Map every (process, comm, comm_rank) sighting; ``sizes`` gives each comm's size."""
-        seen = set(seen)
-        procs: dict[str, set[Any]] = {}
-        for proc, comm, _ in seen:
-            procs.setdefault(comm, set()).add(proc)
-        # Largest comm; among equals the one seen by most processes (then by name, for determinism).
-        world_comm = max(sizes, key=lambda c: (sizes[c], len(procs.get(c, ())), c)) if sizes else ""
-        world_size = sizes.get(world_comm, 0)
-        in_world: dict[Any, set[int]] = {}
-        for proc, comm, crank in seen:
-            if comm == world_comm:
-                in_world.setdefault(proc, set()).add(crank)
-        process_rank = {p: next(iter(r)) for p, r in in_world.items() if len(r) == 1}
-        members: dict[str, list[int]] = {world_comm: list(range(world_size))} if world_comm else {}
-        unknown: set[str] = set()
-        holders: dict[str, dict[int, set[int]]] = {}
-        for proc, comm, crank in seen:
-            if comm != world_comm and proc in process_rank:
-                holders.setdefault(comm, {}).setdefault(crank, set()).add(process_rank[proc])
-        for comm, size in sizes.items():
-            if comm == world_comm:
-                continue
-            slots = holders.get(comm, {})
-            if all(len(slots.get(i, ())) == 1 for i in range(size)):
-                members[comm] = [next(iter(slots[i])) for i in range(size)]
-            else:
-                unknown.add(comm)
-        return cls(world_comm, world_size, process_rank, members, unknown)
-
-    def global_rank(self, proc: Any, comm: str, comm_rank: int) -> int | None:
-        """Global rank of a sighting, or None when it cannot be told."""
-        if comm == self.world_comm:
-            return comm_rank
-        return self.process_rank.get(proc)
-
-
-__all__ = [
-    "FORMATS",
-    "HEAD_BYTES",
-    "Ignored",
-    "Progress",
-    "RankMap",
-    "RowSink",
-    "as_int",
-    "detect_format",
-    "expand_paths",
-    "finish_frame",
-    "ingest",
-    "load_json",
-    "parse_int_list",
-    "read_head",
-    "read_text",
-    "split_bytes_of",
-    "supported_formats",
-    "torch_count",
-    "torch_dtype",
-    "torch_op",
-]

@@ -93,3 +93,29 @@ def test_export_nccl(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None
     back = tmp_path / "back.parquet"
     assert _run(["ingest", str(tmp_path / "log.txt"), "--format", "nccl", "-o", str(back)], capsys)[0] == 0
     assert read_trace(back)["bytes"].sum() == read_trace(parquet)["bytes"].sum()
+
+
+def test_cli_prints_the_library_error_and_hint(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from traces.readers import ingest
+    from traces.schema import TraceError
+
+    log = Path(__file__).parents[1] / "data" / "nccl_logs" / "sample_02.log"
+    code, _, stderr = _run(["ingest", str(log), "-o", str(tmp_path / "o.parquet")], capsys)
+    with pytest.raises(TraceError) as err:
+        ingest(log)
+    assert code == 2 and stderr.strip() == f"simrun: error: {err.value}"
+    assert "log with NCCL_DEBUG_SUBSYS=COLL" in stderr
+
+
+def test_cli_reads_a_folder_of_compressed_logs_and_skips_a_readme(tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    import gzip
+
+    logs = Path(__file__).parents[1] / "data" / "nccl_logs"
+    (tmp_path / "logs" / "n0").mkdir(parents=True)
+    (tmp_path / "logs" / "n0" / "x.log.gz").write_bytes(gzip.compress((logs / "sample_07.log").read_bytes()))
+    (tmp_path / "logs" / "README.md").write_text("how we ran it\n")
+    code, stdout, stderr = _run(["ingest", str(tmp_path / "logs"), "-o", str(tmp_path / "o.parquet")], capsys)
+    assert code == 0, stderr
+    meta = read_trace(tmp_path / "o.parquet").attrs["collsim"]
+    assert "7 rows, 2 ranks, 1 comms" in stdout and meta["ingest"]["files_skipped"] == 1

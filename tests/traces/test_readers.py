@@ -166,3 +166,15 @@ def test_gzip_json_traces(tmp_path: Path) -> None:
     torn.write_bytes(packed.read_bytes()[:200])
     with pytest.raises(TraceError, match="torn.json.gz"):
         ingest(torn, format="kineto")
+
+
+def test_api_raises_the_cli_error_with_the_readers_hint() -> None:
+    # sample_02 (real, NVIDIA/nccl-era RADDet log): Init lines of 2 ranks, no COLL line.
+    log = Path(__file__).parents[1] / "data" / "nccl_logs" / "sample_02.log"
+    with pytest.raises(TraceError) as err:
+        ingest(log)
+    message = str(err.value)
+    assert "\n" not in message and message.startswith(f"{log}: no collective operations found")
+    assert "NCCL_DEBUG_SUBSYS=COLL" in message
+    df = ingest(log, allow_empty=True)  # the empty trace, with what the log said about communicators
+    assert df.empty and df.attrs["collsim"]["comms"] == {"0x245d75cdaf12704b": [0, 1]}

@@ -19,7 +19,6 @@ it and refuses it.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from pathlib import Path
@@ -27,9 +26,10 @@ from typing import Any
 
 import pandas as pd
 
+from traces.formats.jsonstream import Bad, iter_objects
 from traces.ingest_report import IngestReport
 from traces.readers import Progress, RankMap, RowSink, as_int, finish_frame, read_text
-from traces.schema import P2P_OPS, ROOTED_OPS, TraceError
+from traces.schema import P2P_OPS, ROOTED_OPS
 
 #: Inspector function names (``ncclFuncToString``) -> schema ops.
 _OPS = {
@@ -41,15 +41,21 @@ _PROM = re.compile(r"^(# (HELP|TYPE) nccl_\w+|nccl_\w+\{[^}]*\}\s+\S+)", re.MULT
 
 
 def looks_like_inspector(head: str) -> bool:
-    """True for Inspector JSON Lines: the first line is an object with ``header`` and an op or stats key.
+    """True for Inspector output: JSON objects (one per line, pretty-printed, or in an array) whose first
+    one has ``header`` and an op or stats key.
 
     Examples
     --------
     >>> looks_like_inspector('{"header":{"id":"0x1","rank":0,"n_ranks":2},"coll_perf":{"coll":"AllReduce"}}')
     True
+    >>> looks_like_inspector('[\\n  {\\n    "header": {"id": "0x1"},\\n    "coll_perf": {"coll": "AllReduce"}')
+    True
     """
-    first = head.lstrip().split("\n", 1)[0]
-    return (first.startswith("{") and '"header"' in first
+    text = head.lstrip().lstrip("[").lstrip()
+    if not text.startswith("{"):
+        return False
+    first = text[:16384]
+    return ('"header"' in first and '"traceEvents"' not in first
             and any(k in first for k in ('"coll_perf"', '"p2p_perf"', '"dump_stats"')))
 
 
@@ -59,22 +65,15 @@ def looks_like_inspector_prometheus(head: str) -> bool:
 
 
 def _records(path: Path, report: IngestReport):
-    """Yield (line number, record) for each JSON line; a torn last line is skipped and counted."""
-    text = read_text(path)
-    lines = text.split("\n")
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
+    """Yield (line number, record) for each JSON object (JSON Lines, pretty-printed or an array); a torn
+    last record, a malformed one or stray text is skipped and counted."""
+    for number, record in iter_objects(read_text(path)):
         report.lines_read += 1
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            if number == len(lines) and not text.endswith("\n"):  # the writer was stopped mid-line
-                report.skip("truncated last line", f"{path}:{number}")
-                continue
-            raise TraceError(f"{path}:{number}: malformed JSON at column {exc.colno} ({exc.msg})") from None
-        if not isinstance(record, dict):
-            raise TraceError(f"{path}:{number}: expected a JSON object per line")
+        if isinstance(record, Bad):
+            reason = {"truncated": "truncated last record (the writer was stopped mid-write)",
+                      "malformed": "malformed JSON record", "stray": "text that is no JSON record"}[record.reason]
+            report.skip(reason, f"{path}:{number}")
+            continue
         yield number, record
 
 

@@ -21,7 +21,6 @@ ncclFloat32`` unquoted): such bare words are quoted before parsing.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from pathlib import Path
@@ -29,9 +28,10 @@ from typing import Any
 
 import pandas as pd
 
+from traces.formats.jsonstream import Bad, iter_objects
 from traces.ingest_report import IngestReport
 from traces.readers import Progress, RankMap, RowSink, as_int, finish_frame, read_text
-from traces.schema import NCCL_DTYPE_CODES, P2P_OPS, ROOTED_OPS, TraceError, dtype_name
+from traces.schema import NCCL_DTYPE_CODES, P2P_OPS, ROOTED_OPS, dtype_name
 
 _OPS = {
     "AllReduce": "AllReduce", "AllGather": "AllGather", "ReduceScatter": "ReduceScatter",
@@ -44,17 +44,20 @@ _BARE = re.compile(r'(:\s*)(0x[0-9a-fA-F]+|\(nil\)|[A-Za-z_][A-Za-z0-9_]*)(\s*[,
 
 
 def looks_like_nccl_profiler(head: str) -> bool:
-    """True for the example profiler plugin's output: a JSON array of ``b``/``e`` events with NCCL
-    categories.
+    """True for the example profiler plugin's output: JSON ``b``/``e`` events with NCCL categories, in an
+    array or not (a file cut at its start, or events copied out of one, has no leading ``[``).
 
     Examples
     --------
     >>> looks_like_nccl_profiler('[\\n{"name": "AllReduce", "cat": "COLL", "ph": "b", "id": 0}')
     True
+    >>> looks_like_nccl_profiler('{"name": "AllReduce", "cat": "COLL", "ph": "b", "id": 0},')
+    True
     """
     text = head.lstrip()
     compact = re.sub(r'"\s*:\s*"', '": "', text[:65536])
-    return text.startswith("[") and any(c in compact for c in _CATS) and re.search(r'"ph":\s*"[be]"', compact) is not None
+    return (text[:1] in ("[", "{") and '"traceEvents"' not in compact and any(c in compact for c in _CATS)
+            and re.search(r'"ph":\s*"[be]"', compact) is not None)
 
 
 def _quote_bare(line: str) -> str:
@@ -68,34 +71,17 @@ def _quote_bare(line: str) -> str:
 
 
 def _events(path: Path, report: IngestReport) -> list[tuple[int, dict[str, Any]]]:
-    """(line number, event) pairs. Strict JSON is parsed whole; otherwise line by line, quoting bare words."""
-    text = read_text(path)
-    try:
-        whole = json.loads(text)
-        if isinstance(whole, list):
-            report.lines_read += len(whole)
-            return [(i + 1, e) for i, e in enumerate(whole) if isinstance(e, dict) and e]
-    except json.JSONDecodeError:
-        pass
+    """(line number, event) pairs: every JSON object of the file (bare words quoted where needed); a
+    truncated tail, malformed events, elision lines (``...``) and stray text are skipped and counted."""
     out = []
-    lines = text.split("\n")
-    for number, raw in enumerate(lines, start=1):
-        line = raw.strip().rstrip(",")
-        if line in ("", "[", "]", "{}]", "{}", "[{}]"):
-            continue
-        line = line.lstrip("[")
-        report.lines_read += 1
-        try:
-            event = json.loads(line)
-        except json.JSONDecodeError:
-            try:
-                event = json.loads(_quote_bare(line))
-            except json.JSONDecodeError as exc:
-                if number >= len(lines) - 1 and not text.rstrip().endswith("]"):
-                    report.skip("truncated last line (plugin stopped mid-write)", f"{path}:{number}")
-                    continue
-                raise TraceError(f"{path}:{number}: malformed JSON at column {exc.colno} ({exc.msg})") from None
-        if isinstance(event, dict) and event:
+    reasons = {"truncated": "truncated last event (plugin stopped mid-write)", "malformed": "malformed JSON event",
+               "stray": "text that is no JSON event (elision or stray characters)"}
+    for number, event in iter_objects(read_text(path), repair=_quote_bare):
+        if isinstance(event, Bad):
+            report.lines_read += 1
+            report.skip(reasons[event.reason], f"{path}:{number}")
+        elif isinstance(event, dict) and event:  # the closing ``{}`` is no event
+            report.lines_read += 1
             out.append((number, event))
     return out
 

@@ -86,12 +86,30 @@ def test_missing_files_of_other_ranks_are_counted(tmp_path: Path) -> None:
         read_inspector([files[0]], strict=True)
 
 
-def test_malformed_line_names_file_and_line(tmp_path: Path) -> None:
+def test_malformed_line_is_counted_and_strict_names_file_and_line(tmp_path: Path) -> None:
     path = tmp_path / "h-pid1.log"
     path.write_text(_coll("0xa", 0, 1, "h", 1, "AllReduce", 0, 8192) + "\n{not json\n"
                     + _coll("0xa", 0, 1, "h", 1, "AllReduce", 1, 8192) + "\n")
-    with pytest.raises(TraceError, match=r"h-pid1.log:2: malformed JSON"):
-        read_inspector([path])
+    df, report = read_inspector([path])
+    assert len(df) == 2 and report.skipped == {"malformed JSON record": 1}
+    with pytest.raises(TraceError, match=r"h-pid1.log:2: malformed JSON record"):
+        read_inspector([path], strict=True)
+
+
+def test_pretty_printed_and_array_forms_read_the_same(tmp_path: Path) -> None:
+    lines = [_coll("0xa", r, 2, "h", 1 + r, "AllReduce", sn, 8192 * (sn + 1)) for r in range(2) for sn in range(3)]
+    plain = tmp_path / "plain.log"
+    plain.write_text("\n".join(lines) + "\n")
+    records = [json.loads(line) for line in lines]
+    pretty = tmp_path / "pretty.log"  # `jq .` output: one indented object after another
+    pretty.write_text("\n".join(json.dumps(r, indent=2) for r in records) + "\n")
+    array = tmp_path / "array.json"  # the same objects as one JSON array
+    array.write_text(json.dumps(records, indent=1))
+    want, _ = read_inspector([plain])
+    for path in (pretty, array):
+        assert detect_format(path) == "inspector"
+        got, report = read_inspector([path])
+        assert got.equals(want) and report.skipped_total == 0 and len(got) == 6
 
 
 def test_torn_last_line_is_counted(tmp_path: Path) -> None:
@@ -99,7 +117,7 @@ def test_torn_last_line_is_counted(tmp_path: Path) -> None:
     whole = _coll("0xa", 0, 1, "h", 1, "AllReduce", 0, 8192)
     path.write_text(whole + "\n" + whole[:40])
     df, report = read_inspector([path])
-    assert len(df) == 1 and report.skipped == {"truncated last line": 1}
+    assert len(df) == 1 and report.skipped == {"truncated last record (the writer was stopped mid-write)": 1}
 
 
 def test_detection(tmp_path: Path) -> None:
@@ -127,3 +145,19 @@ def test_every_rank_reports_every_op(nranks: int, sizes: list[int]) -> None:
     assert len(df) == nranks * len(sizes)
     assert int(df["bytes"].sum()) == nranks * sum(sizes)
     assert (df.groupby("rank")["seq"].max() == len(sizes) - 1).all()
+
+
+def test_real_pretty_printed_records_from_nvidias_documentation() -> None:
+    # tests/data/inspector/README.md: the two records of NVIDIA's Inspector README, pretty-printed as there.
+    path = Path(__file__).parents[2] / "data" / "inspector" / "nvidia_readme_pretty.log"
+    assert detect_format(path) == "inspector"
+    df, report = read_inspector([path])
+    # Two communicators of 8, one rank of each seen: the largest (tie broken by name) is the world view; the
+    # other's members cannot be told, so its record is skipped and counted, not guessed.
+    assert report.lines_read == 2 and len(df) == 1
+    row = df.iloc[0]
+    assert (row["rank"], row["comm"], row["op"], row["count"], row["dtype"]) == (
+        4, "0xe62dedaa97644a", "ReduceScatter", 2147483648, "int8")
+    assert row["duration_s"] == pytest.approx(41057e-6)
+    assert report.skipped == {"comm rank cannot be mapped to a global rank (files of other ranks missing?)": 1}
+    assert df.attrs["collsim"]["comms"] == {"0xe62dedaa97644a": list(range(8))}

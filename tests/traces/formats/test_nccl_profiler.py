@@ -84,8 +84,48 @@ def test_malformed_line(tmp_path: Path) -> None:
     lines = path.read_text().splitlines()
     lines[4] = '{"name": "AllReduce", "cat": "COLL", "ph": "b", "id": 9, "args": {"Count": [}},'
     path.write_text("\n".join(lines) + "\n")
-    with pytest.raises(TraceError, match=r"p.txt:5: malformed JSON"):
-        read_nccl_profiler([path])
+    df, report = read_nccl_profiler([path])  # read what is valid, count the rest
+    assert len(df) == 6 and report.skipped == {"malformed JSON event": 1}
+    with pytest.raises(TraceError, match=r"p.txt:5: malformed JSON event"):
+        read_nccl_profiler([path], strict=True)
+
+
+def _rows(df):
+    return df[["rank", "op", "count", "dtype", "root", "seq"]].values.tolist()
+
+
+def test_truncated_tail_elision_and_stray_text_keep_the_valid_events(tmp_path: Path) -> None:
+    want, _ = read_nccl_profiler([_file(tmp_path / "whole.txt", 0, 2)])
+    lines = (tmp_path / "whole.txt").read_text().splitlines()
+    # An elision line and stray characters between events (as pasted into issues), and the file cut in
+    # the middle of its Recv event (the process was killed): 5 rows of 6 back, 3 things counted.
+    damaged = lines[:4] + ["  ...", "#@!"] + lines[4:-3] + [lines[-3][:30]]
+    path = tmp_path / "cut.txt"
+    path.write_text("\n".join(damaged))
+    df, report = read_nccl_profiler([path])
+    assert _rows(df) == _rows(want[want["op"] != "Recv"])
+    assert report.skipped == {"text that is no JSON event (elision or stray characters)": 2,
+                              "truncated last event (plugin stopped mid-write)": 1}
+    assert report.examples["truncated last event (plugin stopped mid-write)"] == f"{path}:{len(damaged)}"
+
+
+def test_pretty_printed_events_and_no_leading_bracket(tmp_path: Path) -> None:
+    src = _file(tmp_path / "whole.txt", 0, 2)
+    want, _ = read_nccl_profiler([src])
+    lines = src.read_text().splitlines()
+    headless = tmp_path / "headless.txt"  # the array's first line lost (a file cut at its start)
+    headless.write_text("\n".join(lines[1:]) + "\n")
+    assert detect_format(headless) == "profiler"
+    strict = [json.loads(line.rstrip(",")) for line in lines if line.startswith("{") and "COLL_API" not in line
+              and line != "{}]"]
+    pretty = tmp_path / "pretty.txt"
+    pretty.write_text(json.dumps(strict + [{}], indent=2))
+    for path in (headless, pretty):
+        df, report = read_nccl_profiler([path])
+        assert report.skipped_total == 0
+        got = _rows(df)
+        assert got == _rows(want) if path is headless else len(got) == len(_rows(want))
+    assert any("durations" in n or "sizes" in n for n in ingest(pretty).attrs["collsim"]["notes"])
 
 
 def test_detection(tmp_path: Path) -> None:

@@ -15,6 +15,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+import pandas as pd
+
+from traces.formats.nccl.infer import infer_groups
+
+__all__ = ["POS_SHIFT", "Instance", "assign_global_ranks", "build_instances", "comm_members", "fix_hosts",
+           "group_instances", "note_sequence", "pos_key", "set_identities", "split_shared_identities"]
+
 POS_SHIFT = 40  # position key = file index << POS_SHIFT | line number (orders lines across files)
 
 
@@ -38,6 +46,9 @@ class Instance:
     comm_rank: int = -1
     identity: tuple[str, int, int] = ("", -1, -1)  # (host, pid, cudaDev): one GPU
     grank: int = -1  # RCCL ``globalrank`` when logged
+    sequence: tuple = ()  # collectives (opCount, op, count, dt, root) of a pointer without Init line
+    prefix_dev: int = -1  # the ``[dev]`` every COLL line of the instance shows (-1: none or several)
+    inferred: bool = False  # member of a communicator inferred from COLL lines alone
 
     @property
     def host(self) -> str:
@@ -83,8 +94,12 @@ def build_instances(inits: list[dict[str, Any]]) -> dict[tuple[str, int, str], l
     return out
 
 
-def group_instances(instances: list[Instance], notes: list[str]) -> dict[str, list[Instance]]:
+def group_instances(instances: list[Instance], notes: list[str],
+                    evidence: dict[str, dict[str, Any]] | None = None) -> dict[str, list[Instance]]:
     """Name communicators and set each instance's ``comm`` and ``comm_rank``.
+
+    Pointers without any Init line are grouped by :func:`traces.formats.nccl.infer.infer_groups`; the
+    evidence of each such communicator goes to ``evidence`` (name -> dict) when given.
 
     Returns
     -------
@@ -103,19 +118,35 @@ def group_instances(instances: list[Instance], notes: list[str]) -> dict[str, li
         for inst in sorted(no_id, key=lambda i: i.start):
             _place(comms, inst, f"comm-{inst.key[2]}", inst.rank or 0, by_size=True)
     if bare:
-        notes.append(f"{len(bare)} comm pointer(s) have no Init line: one communicator per pointer value, "
-                     "comm ranks in order of appearance, nranks from [nranks=]")
-        names: dict[tuple[str, int], str] = {}
-        for inst in sorted(bare, key=lambda i: i.start):
-            group = (inst.key[2], inst.nranks)
-            if group not in names:
-                name = f"comm-{inst.key[2]}"
-                names[group] = _unique(comms, name) if name in comms else name
-                comms[names[group]] = []
-            members = comms[names[group]]
-            inst.comm, inst.comm_rank = names[group], len(members)
-            members.append(inst)
+        _place_inferred(comms, bare, notes, evidence)
     return comms
+
+
+def _place_inferred(comms: dict[str, list[Instance]], bare: list[Instance], notes: list[str],
+                    evidence: dict[str, dict[str, Any]] | None) -> None:
+    """Communicators of pointers without Init lines, inferred from their COLL lines; comm ranks in the order
+    host (first appearance), pid, prefix device, first line (NCCL does not print them)."""
+    first_on_host: dict[str, int] = {}
+    for inst in bare:
+        first_on_host[inst.host] = min(first_on_host.get(inst.host, inst.start), inst.start)
+    groups = infer_groups(bare, [i.sequence for i in bare],
+                          lambda i: (first_on_host[i.host], i.key[1], i.prefix_dev, i.start))
+    counts: dict[str, int] = {}
+    for group in sorted(groups, key=lambda g: min(m.start for m in g.members)):
+        name = f"comm-{group.members[0].key[2]}"
+        name = _unique(comms, name) if name in comms else name
+        comms[name] = group.members
+        for k, inst in enumerate(group.members):
+            inst.comm, inst.comm_rank, inst.inferred = name, k, True
+            if group.confidence != "none":  # the inferred comm rank, so the group can be the world view
+                inst.rank = k
+        counts[group.confidence] = counts.get(group.confidence, 0) + 1
+        if evidence is not None:
+            evidence[name] = group.as_dict()
+    notes.append(f"{len(bare)} comm pointer(s) have no Init line: {len(groups)} communicator(s) inferred from "
+                 "their COLL lines (same [nranks=] and the same (op, count, datatype, root) sequence; confidence "
+                 + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) + "; evidence in metadata "
+                 "comm_inference); comm ranks in order of host, pid, device")
 
 
 def _unique(comms: dict[str, list[Instance]], name: str) -> str:
@@ -213,3 +244,52 @@ def comm_members(
         notes.append(f"{len(partial)} communicator(s) have members no log line shows (-1 in metadata comms): "
                      + ", ".join(partial[:5]) + (" ..." if len(partial) > 5 else ""))
     return out
+
+
+def note_sequence(inst: Instance, c: pd.DataFrame, idx: np.ndarray) -> None:
+    """Keep the collectives (not Send/Recv) of a pointer without Init line, and its prefix ``[dev]``."""
+    idx = idx[np.argsort(c["pos"].to_numpy()[idx], kind="stable")]
+    ops = c["op"].to_numpy()[idx]
+    keep = (ops != "Send") & (ops != "Recv")
+    cols = [c[name].to_numpy()[idx][keep].tolist() for name in ("opc", "op", "count", "dt", "root")]
+    inst.sequence = tuple(zip(*cols, strict=True))
+    devs = np.unique(c["dev"].to_numpy()[idx])
+    devs = devs[devs >= 0]  # a line without prefix shows no device
+    inst.prefix_dev = int(devs[0]) if len(devs) == 1 else -1
+
+
+def set_identities(instances: list[Instance]) -> None:
+    """Each instance's GPU (host, pid, device): the Init line's cudaDev, else the process's only Init
+    cudaDev, else the ``[dev]`` all its COLL lines show (one process driving several GPUs), else -1."""
+    devs: dict[tuple[str, int], set[int]] = {}
+    for inst in instances:
+        if inst.dev is not None:
+            devs.setdefault(inst.key[:2], set()).add(inst.dev)
+    for inst in instances:
+        dev = inst.dev
+        if dev is None:
+            known = devs.get(inst.key[:2], set())
+            dev = next(iter(known)) if len(known) == 1 else inst.prefix_dev
+        inst.identity = (inst.key[0], inst.key[1], dev)
+
+
+def split_shared_identities(comms: dict[str, list[Instance]], notes: list[str]) -> None:
+    """Two members of one inferred communicator in one process are two GPUs, even when their lines show the
+    same ``[dev]`` (it is the thread's current device): give the later ones GPUs of their own."""
+    used = {i.identity for ms in comms.values() for i in ms}
+    split = 0
+    for members in comms.values():
+        seen: set[tuple[str, int, int]] = set()
+        for inst in members:
+            if inst.inferred and inst.identity in seen:
+                host, pid, _ = inst.identity
+                k = -2
+                while (host, pid, k) in used:
+                    k -= 1
+                inst.identity = (host, pid, k)  # device unknown (written as -1)
+                used.add(inst.identity)
+                split += 1
+            seen.add(inst.identity)
+    if split:
+        notes.append(f"{split} GPU(s) told apart only because one process holds several members of one "
+                     "inferred communicator (their [dev] prefixes do not differ): device -1")

@@ -56,9 +56,10 @@ for _k, _w in enumerate(_KW):
     KW_MAT[_k, : len(_w)] = np.frombuffer(_w, dtype=np.uint8)
 _MAX_TOK = 25  # more tokens than the longest layout (24) has
 #: Byte -> what it may start: 1 newline, 2 ": opCount ", 3 "Bytes -> Algo " (after a space), 4 the 'k' of
-#: "anks ", 5 "Channel ", 6 the 'v' of "NCCL version".
+#: "anks ", 5 "Channel ", 6 the 'v' of "NCCL version", 7 the 'F' of " NCCL INFO " (two in a line: maybe a
+#: line torn by another process's write, which the caller reads with the per-line parsers).
 _TRIGGER = np.zeros(256, dtype=np.uint8)
-for _c, _k in ((b"\n", 1), (b":", 2), (b"B", 3), (b"k", 4), (b"C", 5), (b"v", 6)):
+for _c, _k in ((b"\n", 1), (b":", 2), (b"B", 3), (b"k", 4), (b"C", 5), (b"v", 6), (b"F", 7)):
     _TRIGGER[_c[0]] = _k
 
 
@@ -192,7 +193,7 @@ def _timestamp(a, s, e):
 @njit(_B(_A, _I, _I, _OUT, _I, _I), cache=True, nogil=True)
 def _prefix(a, ls, body, out, i, col):
     """Read ``[outer ]host:pid:tid [dev] NCCL INFO `` ending at ``body`` into row ``i`` of ``out`` (pid, tid,
-    host start, host end, ts, outer start, outer end); False when the line has no such prefix.
+    host start, host end, ts, outer start, outer end, dev); False when the line has no such prefix.
 
     ``ts`` is NO_TS with the outer span set when the outer text is not a timestamp the fixed layout reads
     (the caller then parses that text once per distinct value).
@@ -232,6 +233,9 @@ def _prefix(a, ls, body, out, i, col):
     out[i, col + 4] = NO_TS
     out[i, col + 5] = -1
     out[i, col + 6] = -1
+    # ``[dev]``: the thread's current CUDA device (-1 when not a plain number)
+    dev, ok3 = _decimal(a, s1 + 2, info - 1, 6)
+    out[i, col + 7] = dev if ok3 and a[info - 1] == 93 else -1
     if s2 >= 0:
         ts = _timestamp(a, ls, s2)
         out[i, col + 4] = ts
@@ -243,12 +247,12 @@ def _prefix(a, ls, body, out, i, col):
 
 #: Columns of the integer COLL matrix returned by :func:`scan_chunk`.
 C_LINE, C_LS, C_LE, C_OK, C_OP, C_COUNT, C_DT, C_ROOT, C_NRANKS, C_GRANK = range(10)
-C_PID, C_TID, C_HS, C_HE, C_TS, C_OS, C_OE = range(10, 17)
-C_COLS = 17
+C_PID, C_TID, C_HS, C_HE, C_TS, C_OS, C_OE, C_DEV = range(10, 18)
+C_COLS = 18
 #: Columns of the integer TUNING matrix.
 T_LINE, T_LS, T_LE, T_OK, T_OP, T_NBYTES, T_AS, T_AE, T_PS, T_PE = range(10)
-T_PID, T_TID, T_HS, T_HE, T_TS, T_OS, T_OE = range(10, 17)
-T_COLS = 17
+T_PID, T_TID, T_HS, T_HE, T_TS, T_OS, T_OE, T_DEV = range(10, 18)
+T_COLS = 18
 
 
 @njit(_B(_A, _I, _I, _I, _OUT, _U64, _I, _SP), cache=True, nogil=True)
@@ -416,7 +420,8 @@ def scan_chunk(a):
     line_end = np.empty(n_lines, dtype=np.int64)
     coll_at = np.full(n_lines, -1, dtype=np.int64)
     tun_at = np.full(n_lines, -1, dtype=np.int64)
-    flags = np.zeros(n_lines, dtype=np.uint8)  # 1: second COLL mark, 2: second TUNING mark, 4: rare-line literal
+    # 1: second COLL mark, 2: second TUNING mark, 4: rare-line literal, 16: one " NCCL INFO ", 8: a second one
+    flags = np.zeros(n_lines, dtype=np.uint8)
     line = 0
     for j in range(n):
         k = _TRIGGER[a[j]]
@@ -446,6 +451,9 @@ def scan_chunk(a):
         elif k == 6:
             if _is(a, j - 5, _VERSION):
                 flags[line] |= 4
+        elif k == 7:
+            if _is(a, j - 8, _INFO):
+                flags[line] |= 8 if flags[line] & 16 else 16
     if line < n_lines:
         line_end[line] = n
     nc = nt = no = 0
@@ -454,7 +462,7 @@ def scan_chunk(a):
             nc += 1
         if tun_at[line] >= 0:
             nt += 1
-        if coll_at[line] < 0 and (tun_at[line] >= 0 or flags[line] & 4):
+        if coll_at[line] < 0 and (tun_at[line] >= 0 or flags[line] & 12):
             no += 1
     coll = np.empty((nc, C_COLS), dtype=np.int64)
     u64 = np.zeros((nc, 2), dtype=np.uint64)
@@ -465,7 +473,7 @@ def scan_chunk(a):
     for line in range(n_lines):
         cm = coll_at[line]
         tm = tun_at[line]
-        if cm < 0 and tm < 0 and not flags[line] & 4:
+        if cm < 0 and tm < 0 and not flags[line] & 12:
             continue
         ls = line_end[line - 1] + 1 if line else 0
         le = line_end[line]
@@ -483,9 +491,9 @@ def scan_chunk(a):
             coll[nc, C_LINE] = line
             coll[nc, C_LS] = ls
             coll[nc, C_LE] = le
-            coll[nc, C_OK] = (not flags[line] & 1) and _coll(a, ls, le, cm, coll, u64, nc, scratch)
+            coll[nc, C_OK] = (not flags[line] & 9) and _coll(a, ls, le, cm, coll, u64, nc, scratch)
             nc += 1
-        elif not tuning_ok:
+        elif not tuning_ok or flags[line] & 8:
             others[no, 0] = line
             others[no, 1] = ls
             others[no, 2] = le

@@ -278,7 +278,11 @@ def prefix_fields(ch: Chunk, body_start: np.ndarray, line_start: np.ndarray,
         tids.append(int(parts[2]) if good else -1)
         bad.append(not good)
     ok &= ~np.asarray(bad, dtype=bool)[codes] if n else ok
+    # ``[dev]``: the thread's current CUDA device (-1 when not a plain number)
+    dev, dev_ok = ch.decimal(s1 + 2, info - 1, 6)
+    dev_ok &= ch.arr[np.clip(info - 1, 0, ch.n)] == 93
     out = {
+        "dev": np.where(dev_ok, dev, -1).astype(np.int64),
         "host": np.asarray(hosts, dtype=object)[codes] if n else np.empty(0, dtype=object),
         "pid": np.asarray(pids, dtype=np.int64)[codes] if n else np.empty(0, dtype=np.int64),
         "tid": np.asarray(tids, dtype=np.int64)[codes] if n else np.empty(0, dtype=np.int64),

@@ -83,6 +83,7 @@ class Prefix:
     pid: int
     tid: int
     ts_us: int | None
+    dev: int = -1  # the ``[dev]`` of the prefix: the thread's current CUDA device
 
 
 NO_PREFIX = Prefix("", -1, -1, None)
@@ -115,7 +116,7 @@ def parse_prefix_before(line: str, end: int) -> Prefix:
     m = PREFIX_END_RE.search(line, 0, end)
     if m is None:
         return NO_PREFIX
-    return Prefix(m["host"], int(m["pid"]), int(m["tid"]), timestamp_us(line[: m.start()]))
+    return Prefix(m["host"], int(m["pid"]), int(m["tid"]), timestamp_us(line[: m.start()]), int(m["dev"]))
 
 
 def op_name(raw: str) -> str | None:
@@ -194,7 +195,8 @@ def parse_prefix_at(line: str, pos: int) -> Prefix:
         best = m
     if best is None:
         return Prefix("", -1, -1, timestamp_us(line[:pos]))
-    return Prefix(best["host"], int(best["pid"]), int(best["tid"]), timestamp_us(line[: best.start()]))
+    return Prefix(best["host"], int(best["pid"]), int(best["tid"]), timestamp_us(line[: best.start()]),
+                  int(best["dev"]))
 
 
 def algo_name(token: str) -> str:

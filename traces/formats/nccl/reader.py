@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from traces.formats.nccl import comms as C
+from traces.formats.nccl.infer import align_on_opcount
 from traces.formats.nccl.layout import NCCL_OPS
 from traces.formats.nccl.rows import COLL, OP_CODE, RECV, SEND, apply_tuning, build_rows, object_frame
 from traces.formats.nccl.scan import NO_TS, FileScan, scan_file, use_jit
@@ -88,6 +89,7 @@ def read_nccl_logs(
     _check_inputs(paths, scans, report)
     df, meta = _assemble(scans, report)
     report.records = len(df)
+    report.check_agreement(df)
     meta["notes"] = list(dict.fromkeys(report.notes))
     df = validate(df, collectives=False)  # checked in full by write_trace / read_trace
     df.attrs["collsim"] = meta
@@ -114,6 +116,8 @@ def _coll_frame(scans: list[FileScan]) -> pd.DataFrame:
         part["pos"] = (np.int64(f) << C.POS_SHIFT) | part["line"].to_numpy(dtype=np.int64)
         part["file"] = f
         frames.append(part)
+    if len(frames) == 1:
+        return frames[0]
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
@@ -143,7 +147,11 @@ def _drop_unusable(c: pd.DataFrame, scans: list[FileScan], report: IngestReport)
     dts = pd.unique(c["dt"].to_numpy())
     for dt in [d for d in dts.tolist() if d not in NCCL_DTYPE_CODES]:
         c = _skip_rows(c, (c["dt"] == dt).to_numpy(), f"unknown datatype code {dt}", scans, report)
-    return c
+    # A root (rooted ops) or peer (Send/Recv) is a comm rank: outside [0, nranks) the line is damaged.
+    rooted = np.isin(c["op"].to_numpy(dtype=object), ["Broadcast", "Reduce", "Gather", "Scatter", "Send", "Recv"])
+    root, nranks = c["root"].to_numpy(), c["nranks"].to_numpy()
+    return _skip_rows(c, rooted & ((root < 0) | (root >= nranks)), "root or peer outside the communicator "
+                      "([nranks=])", scans, report)
 
 
 def _skip_code(c: pd.DataFrame, codes: np.ndarray, k: int, reason: str, scans: list[FileScan],
@@ -155,6 +163,8 @@ def _skip_code(c: pd.DataFrame, codes: np.ndarray, k: int, reason: str, scans: l
 def _assemble(scans: list[FileScan], report: IngestReport) -> tuple[pd.DataFrame, dict[str, Any]]:
     notes = report.notes
     c = _coll_frame(scans)
+    for s in scans:  # the frame holds the COLL columns now: do not keep two copies (peak memory)
+        s.coll = {}
     inits = [dict(r, pos=C.pos_key(f, r["line"])) for f, s in enumerate(scans) for r in s.inits]
     # Interleaved writes can glue garbage onto a host name: map it back to the clean name of that pid.
     seen = c[["host", "pid"]].drop_duplicates() if len(c) else pd.DataFrame({"host": [], "pid": []})
@@ -192,18 +202,23 @@ def _assemble(scans: list[FileScan], report: IngestReport) -> tuple[pd.DataFrame
                 starts = np.array([i.start for i in insts])
                 which = np.clip(np.searchsorted(starts, pos, side="right") - 1, 0, len(insts) - 1)
                 row_inst[idx] = [index_of[id(insts[w])] for w in which]
+            if insts[0].rank is None:  # no Init line: the evidence for inferring its communicator
+                C.note_sequence(insts[0], c, idx)
             granks = c["grank"].to_numpy()[idx]
             if (granks >= 0).any():
                 for w in set(row_inst[idx].tolist()):
                     instances[w].grank = int(granks[granks >= 0][0])
     c["inst"] = row_inst
-    _set_identities(instances)
-    comms = C.group_instances(instances, notes)
+    C.set_identities(instances)
+    evidence: dict[str, dict[str, Any]] = {}
+    comms = C.group_instances(instances, notes, evidence)
+    C.split_shared_identities(comms, notes)
     host_order = _host_order(c, inits)
     ranks, world_size, world = C.assign_global_ranks(comms, host_order, notes)
     members = C.comm_members(comms, ranks, world, world_size, notes)
 
-    rows = _rows(c, instances, ranks)
+    rows = _rows(c, instances, ranks, notes)
+    del c  # per-line data is no longer needed: only the rows go on (peak memory)
     unmatched = 0
     if len(rows):
         proc_code: dict[tuple[str, int], int] = {}
@@ -223,6 +238,8 @@ def _assemble(scans: list[FileScan], report: IngestReport) -> tuple[pd.DataFrame
         base = min(stamps) if stamps else 0
         rows["t_start_s"] = np.where(ts == NO_TS, np.nan, (ts - base) / 1e6)
     extra: dict[str, Any] = {"notes": notes}
+    if evidence:
+        extra["comm_inference"] = evidence
     rings, partial = _rings(scans, instances, members, notes)
     if rings:
         extra["rings"] = rings
@@ -254,9 +271,14 @@ def _tuning_columns(scans: list[FileScan], proc_code: dict[tuple[str, int], int]
     return {k: np.concatenate([p[k] for p in parts]) if parts else np.empty(0) for k in names}
 
 
+#: pid given to the unnamed process of a file whose unprefixed lines use a pointer nothing else shows.
+_UNNAMED_PID = -2
+
+
 def _resolve_unprefixed(c: pd.DataFrame, inits: list[dict[str, Any]], scans: list[FileScan],
                         report: IngestReport) -> pd.DataFrame:
-    """Give COLL bodies printed without a prefix the process of the only one using that pointer in the file."""
+    """Give COLL bodies printed without a prefix the process of the only one using that pointer in the file,
+    else in all files; a pointer seen nowhere else is one unnamed process per file (host ``""``)."""
     lost = (c["pid"] < 0).to_numpy()
     if not lost.any():
         return c
@@ -265,30 +287,23 @@ def _resolve_unprefixed(c: pd.DataFrame, inits: list[dict[str, Any]], scans: lis
         owners.setdefault((f, ptr), set()).add((h, p))
     for r in inits:
         owners.setdefault((r["pos"] >> C.POS_SHIFT, r["ptr"]), set()).add((r["host"], r["pid"]))
+    anywhere: dict[str, set[tuple[str, int]]] = {}
+    for (_, ptr), procs in owners.items():
+        anywhere.setdefault(ptr, set()).update(procs)
     hosts, pids = c["host"].to_numpy().copy(), c["pid"].to_numpy().copy()
     unresolved = np.zeros(len(c), dtype=bool)
+    files, ptrs = c["file"].to_numpy(), c["comm"].to_numpy()
     for i in np.flatnonzero(lost):
-        found = owners.get((int(c["file"].iat[i]), c["comm"].iat[i]), set())
+        found = owners.get((int(files[i]), ptrs[i])) or anywhere.get(ptrs[i], set())
         if len(found) == 1:
             hosts[i], pids[i] = next(iter(found))
+        elif not found:  # a pointer no prefixed line shows: its lines are one process we cannot name
+            hosts[i], pids[i] = "", _UNNAMED_PID - int(files[i])
         else:
             unresolved[i] = True
     c = c.assign(host=hosts, pid=pids)
     return _skip_rows(c, unresolved, "COLL line without a host:pid prefix and an ambiguous comm pointer",
                       scans, report)
-
-
-def _set_identities(instances: list[C.Instance]) -> None:
-    devs: dict[tuple[str, int], set[int]] = {}
-    for inst in instances:
-        if inst.dev is not None:
-            devs.setdefault(inst.key[:2], set()).add(inst.dev)
-    for inst in instances:
-        dev = inst.dev
-        if dev is None:
-            known = devs.get(inst.key[:2], set())
-            dev = next(iter(known)) if len(known) == 1 else -1
-        inst.identity = (inst.key[0], inst.key[1], dev)
 
 
 def _host_order(c: pd.DataFrame, inits: list[dict[str, Any]]) -> dict[str, int]:
@@ -301,7 +316,8 @@ def _host_order(c: pd.DataFrame, inits: list[dict[str, Any]]) -> dict[str, int]:
     return {h: k for k, h in enumerate(sorted(first, key=first.__getitem__))}
 
 
-def _rows(c: pd.DataFrame, instances: list[C.Instance], ranks: dict[tuple[str, int, int], int]) -> pd.DataFrame:
+def _rows(c: pd.DataFrame, instances: list[C.Instance], ranks: dict[tuple[str, int, int], int],
+          notes: list[str]) -> pd.DataFrame:
     if not len(c):
         return pd.DataFrame()
     inst = c["inst"].to_numpy()
@@ -310,7 +326,7 @@ def _rows(c: pd.DataFrame, instances: list[C.Instance], ranks: dict[tuple[str, i
     comm_name = np.asarray(comm_name, dtype=object)
     host = np.array([i.key[0] for i in instances], dtype=object)  # the instance key holds the row's host
     grank = np.array([ranks[i.identity] for i in instances], dtype=np.int64)
-    dev = np.array([i.identity[2] for i in instances], dtype=np.int64)
+    dev = np.array([max(i.identity[2], -1) for i in instances], dtype=np.int64)
     nranks = np.array([i.nranks for i in instances], dtype=np.int64)
     dt = c["dt"].to_numpy()
     dt_name = np.array([NCCL_DTYPE_CODES.get(k, "") for k in range(max(NCCL_DTYPE_CODES) + 1)], dtype=object)
@@ -326,6 +342,17 @@ def _rows(c: pd.DataFrame, instances: list[C.Instance], ranks: dict[tuple[str, i
         "nranks": np.where(nranks[inst] > 0, nranks[inst], c["nranks"]), "ts_us": c["ts_us"].to_numpy(),
     })
     rows = build_rows(lines)
+    inferred = {int(comm_code[k]) for k, i in enumerate(instances) if i.inferred}
+    if inferred and len(rows):
+        by_pos = np.argsort(lines["pos"].to_numpy(), kind="stable")
+        at = by_pos[np.searchsorted(lines["pos"].to_numpy()[by_pos], rows["pos"].to_numpy())]
+        seq, done = align_on_opcount(rows["comm"].to_numpy(), rows["rank"].to_numpy(), rows["pos"].to_numpy(),
+                                     lines["opc"].to_numpy()[at], rows["kind"].to_numpy() == COLL,
+                                     rows["seq"].to_numpy(), inferred)
+        rows["seq"] = seq
+        if done:
+            notes.append(f"seq of {len(done)} inferred communicator(s) aligned on opCount (members' logs start "
+                         "at different collectives)")
     inst = rows["inst"].to_numpy()
     text = {"comm": comm_name[rows["comm"].to_numpy()], "host": host[inst],
             "dtype": dt_name[rows["dt"].to_numpy()]}

@@ -12,74 +12,63 @@ per-line parser of :mod:`traces.formats.nccl.layout`. All paths give the same fi
 from __future__ import annotations
 
 import importlib.util
+import lzma
 import multiprocessing as mp
 import os
 import sys
+import zlib
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from traces.formats.files import compression_of, open_binary
 from traces.formats.nccl import kernel_numpy as F
 from traces.formats.nccl import layout as L
+from traces.formats.nccl import torn as T
+from traces.formats.nccl.records import (  # noqa: F401 - re-exported: the scans' records and parsers
+    COLL_FIELDS,
+    INT_FIELDS,
+    NO_TS,
+    TUNING_FIELDS,
+    TUNING_INT,
+    FileScan,
+    append_record,
+    empty_columns,
+    note_ts,
+    parse_other,
+    parse_slow,
+    recover_torn,
+)
 from traces.ingest_report import IngestReport
 from traces.schema import TraceError
 
+#: What reading (and decompressing) a file can raise.
+_READ_ERRORS = (OSError, EOFError, zlib.error, lzma.LZMAError)
+
 CHUNK_BYTES = 2 << 20  # measured: 2 MiB beat 1 and 8 MiB (cache-resident working set)
-NO_TS = F.NO_TS
-#: Columns of the COLL records a scan returns (numpy arrays of equal length).
-COLL_FIELDS = ("line", "host", "pid", "tid", "ts_us", "op", "opc", "count", "dt", "root", "comm", "nranks",
-               "grank")
-#: ``opc`` is kept as the opCount's 64 bits in an int64 (only compared for equality): no string per row.
-_INT_FIELDS = ("line", "pid", "tid", "ts_us", "opc", "count", "dt", "root", "nranks", "grank")
-
-
-@dataclass
-class FileScan:
-    """Everything one file says: COLL columns plus the rare records (dicts), in line order."""
-
-    path: str
-    coll: dict[str, np.ndarray]
-    inits: list[dict[str, Any]] = field(default_factory=list)
-    rings: list[dict[str, Any]] = field(default_factory=list)
-    tunings: dict[str, np.ndarray] = field(default_factory=dict)  # TUNING_FIELDS columns
-    tuning_parts: list[dict[str, Any]] = field(default_factory=list)  # while scanning
-    versions: list[str] = field(default_factory=list)
-    min_ts_us: int | None = None
-    lines: int = 0
-    nccl_lines: int = 0
-
-
-#: Columns of the TUNING records (``op`` is the printed name or None).
-TUNING_FIELDS = ("line", "host", "pid", "op", "nbytes", "algo", "proto")
-_TUNING_INT = ("line", "pid", "nbytes")
 
 
 def _finish_tunings(parts: list[dict[str, Any]]) -> dict[str, np.ndarray]:
     out: dict[str, np.ndarray] = {}
     for name in TUNING_FIELDS:
-        dtype = np.int64 if name in _TUNING_INT else object
+        dtype = np.int64 if name in TUNING_INT else object
         arrays = [np.asarray(p[name], dtype=dtype) for p in parts]
         out[name] = np.concatenate(arrays) if arrays else np.empty(0, dtype=dtype)
     return out
 
 
-def empty_columns() -> dict[str, list]:
-    return {name: [] for name in COLL_FIELDS}
-
-
 def _finish_columns(parts: list[dict[str, Any]]) -> dict[str, np.ndarray]:
     out: dict[str, np.ndarray] = {}
     for name in COLL_FIELDS:
-        arrays = [np.asarray(p[name], dtype=np.int64 if name in _INT_FIELDS else object) for p in parts]
+        arrays = [np.asarray(p[name], dtype=np.int64 if name in INT_FIELDS else object) for p in parts]
         if arrays:
             out[name] = np.concatenate(arrays)
         else:
-            out[name] = np.empty(0, dtype=np.int64 if name in _INT_FIELDS else object)
+            out[name] = np.empty(0, dtype=np.int64 if name in INT_FIELDS else object)
     return out
 
 
@@ -136,12 +125,18 @@ def scan_file(path: Path, report: IngestReport, progress: Callable[[float], Any]
     TraceError
         When the file cannot be read or holds binary data.
     """
+    compressed = compression_of(path) is not None
     try:
-        with open(path, "rb") as handle:
+        with open_binary(path) as handle:
             _check_text(path, handle.read(65536))
         size = os.path.getsize(path)
-    except OSError as exc:
-        raise TraceError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    except _READ_ERRORS as exc:
+        raise TraceError(f"{path}: cannot read ({getattr(exc, 'strerror', None) or exc})") from None
+    if compressed:  # one stream, no byte ranges; progress in compressed bytes, once read
+        scan, skips = _scan_range(str(path), 0, -1, None, jit)
+        if progress is not None:
+            progress(size)
+        return _merge(str(path), [(scan, skips)], report)
     if size >= PARALLEL_BYTES and WORKERS > 1 and "fork" in mp.get_all_start_methods():
         ranges = _ranges(path, size, 2 * WORKERS)
         # fork: workers inherit the imported modules, so they start at once; each reads its own range.
@@ -171,7 +166,8 @@ def _ranges(path: Path, size: int, n: int) -> list[tuple[int, int]]:
 
 def _scan_range(path: str, begin: int, end: int, progress: Callable[[float], Any] | None = None,
                 jit: bool = False) -> tuple[FileScan, list[tuple[str, int, int]]]:
-    """Scan bytes [begin, end) of a file (cut at line starts); line numbers count from the range start.
+    """Scan bytes [begin, end) of a file (cut at line starts; ``end`` < 0: the whole decompressed stream of a
+    compressed file); line numbers count from the range start.
 
     Returns the scan and the skipped lines as (reason, first line, count).
     """
@@ -180,7 +176,7 @@ def _scan_range(path: str, begin: int, end: int, progress: Callable[[float], Any
     parts: list[dict[str, Any]] = []
     line_base = 0
     try:
-        with open(path, "rb") as handle:
+        with (open_binary(Path(path)) if end < 0 else open(path, "rb")) as handle:
             if jit:
                 from traces.formats.nccl.scan_numba import scan_chunks
 
@@ -190,8 +186,8 @@ def _scan_range(path: str, begin: int, end: int, progress: Callable[[float], Any
                     line_base += _scan_chunk(buf, line_base, scan, parts, report)
                     if progress is not None:
                         progress(len(buf))
-    except OSError as exc:
-        raise TraceError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    except _READ_ERRORS as exc:
+        raise TraceError(f"{path}: cannot read ({getattr(exc, 'strerror', None) or exc})") from None
     scan.lines = line_base
     scan.coll = _finish_columns(parts)
     scan.tunings = _finish_tunings(scan.tuning_parts)
@@ -201,10 +197,12 @@ def _scan_range(path: str, begin: int, end: int, progress: Callable[[float], Any
 
 
 def _chunks(handle: Any, begin: int, end: int) -> Iterator[bytes]:
-    """Chunks of about ``CHUNK_BYTES`` of bytes [begin, end) of an open file, each ending at a line end."""
-    handle.seek(begin)
+    """Chunks of about ``CHUNK_BYTES`` of bytes [begin, end) of an open file, each ending at a line end
+    (``end`` < 0: to the end of a stream, such as a decompressed one, which cannot seek)."""
+    if begin:
+        handle.seek(begin)
     rest = b""
-    left = end - begin
+    left = end - begin if end >= 0 else 1 << 62
     while True:
         data = handle.read(min(CHUNK_BYTES, left))
         left -= len(data)
@@ -284,19 +282,32 @@ def _scan_chunk(buf: bytes, line_base: int, scan: FileScan, parts: list, report:
     ch = F.Chunk(buf)
     marks = ch.find(L.COLL_MARK.encode(), 4)
     coll_lines = np.empty(0, dtype=np.int64)
+    info = ch.line_of(ch.find(T.INFO.encode(), 8))
+    inter = np.unique(info[1:][info[1:] == info[:-1]])  # lines with two prefixes or more: maybe torn
+    slow = empty_columns()
+    consumed: set[int] = set()
+    rest: dict[int, int] = {}
     if len(marks):
         cols, ok = F.coll_fields(ch, marks)
+        ok &= ~np.isin(cols["line"], inter)
         coll_lines = cols["line"]
         if ok.any():
             part = {name: cols[name][ok] for name in COLL_FIELDS if name != "line"}
             part["line"] = cols["line"][ok] + line_base + 1
             parts.append(part)
-        slow = empty_columns()
+        if len(inter):
+            consumed, rest = recover_torn(inter.tolist(), lambda k: ch.line_text(k) if k < len(ch.ends) else None,
+                                          pd.unique(cols["host"][ok]), line_base, scan, slow, report)
         for i in np.unique(cols["line"][~ok]).tolist():
-            nxt = ch.line_text(i + 1) if i + 1 < len(ch.ends) else None
-            parse_slow(ch.line_text(i), nxt, line_base + i + 1, scan, slow, report)
-        if slow["line"]:
-            parts.append(slow)
+            if i in consumed:
+                continue
+            nxt = ch.line_text(i + 1) if i + 1 < len(ch.ends) and i + 1 not in consumed else None
+            parse_slow(ch.line_text(i)[rest.get(i, 0):], nxt, line_base + i + 1, scan, slow, report)
+    elif len(inter):
+        consumed, rest = recover_torn(inter.tolist(), lambda k: ch.line_text(k) if k < len(ch.ends) else None, (),
+                                      line_base, scan, slow, report)
+    if slow["line"]:
+        parts.append(slow)
     tmarks = ch.find(b" Bytes -> Algo ", 8)
     tuning_lines = np.empty(0, dtype=np.int64)
     if len(tmarks):
@@ -316,80 +327,8 @@ def _scan_chunk(buf: bytes, line_base: int, scan: FileScan, parts: list, report:
         cand = np.unique(ch.line_of(others))
         cand = cand[~np.isin(cand, coll_lines) & ~np.isin(cand, tuning_lines)]
         for i in cand.tolist():
+            if i in consumed:
+                continue
             parse_other(ch.line_text(i), line_base + i + 1, scan)
     return len(ch.ends)
-
-
-def parse_slow(text: str, nxt: str | None, line: int, scan: FileScan, slow: dict[str, list],
-                report: IngestReport) -> None:
-    """The forgiving per-line parser for a COLL line the fast path could not read (``nxt``: the next line)."""
-    recs = L.parse_coll_lines(text)
-    if not recs and nxt is not None and nxt[:1].isspace():  # hard-wrapped mid-body: join the continuation
-        recs = L.parse_coll_lines(text.rstrip() + " " + nxt.strip())
-    if not recs:
-        report.skip("malformed COLL line (fields missing or garbled)", f"{scan.path}:{line}")
-    for rec in recs:
-        _append_slow(slow, rec, line)
-
-
-def _append_slow(cols: dict[str, list], rec: L.CollLine, line: int) -> None:
-    p = rec.prefix
-    for name, value in (("line", line), ("host", p.host), ("pid", p.pid), ("tid", p.tid),
-                        ("ts_us", NO_TS if p.ts_us is None else p.ts_us), ("op", rec.op), ("opc", _opc_int(rec.opc)),
-                        ("count", rec.count), ("dt", rec.dt), ("root", rec.root), ("comm", rec.comm),
-                        ("nranks", rec.nranks), ("grank", rec.grank)):
-        cols[name].append(value)
-
-
-def _opc_int(text: str) -> int:
-    """The opCount's 64 bits as a signed int64 value (what the fast path stores)."""
-    value = int(text, 16) & ((1 << 64) - 1)
-    return value - (1 << 64) if value >= 1 << 63 else value
-
-
-def note_ts(scan: FileScan, ts: int | None) -> None:
-    if ts is not None and (scan.min_ts_us is None or ts < scan.min_ts_us):
-        scan.min_ts_us = ts
-
-
-def parse_other(text: str, line: int, scan: FileScan) -> None:
-    # Cheap substring guards first: most candidates are transport lines ("Channel 00/0 : 0[0] -> 1[1]").
-    m = L.VERSION_RE.search(text) if "NCCL version" in text else None
-    if m:
-        scan.versions.append(m["version"])
-    m = L.INIT_RE.search(text) if "anks " in text else None
-    if m:
-        prefix = L.parse_prefix_at(text, m.start())
-        tail_end = text.find(" NCCL INFO ", m.end())
-        tail = text[m.end(): tail_end if tail_end >= 0 else len(text)]
-        cid = L.COMMID_RE.search(tail)
-        local = L.LOCALRANKS_RE.search(tail)
-        scan.inits.append({
-            "line": line, "host": prefix.host, "pid": prefix.pid, "tid": prefix.tid,
-            "ptr": L.pointer_text(m["ptr"]), "rank": int(m["rank"]), "nranks": int(m["nranks"]),
-            "dev": int(m["dev"]) if m["dev"] is not None else None,
-            "comm_id": cid.group(1).lower() if cid else None,
-            "local_ranks": int(local.group(1)) if local else None,
-        })
-        note_ts(scan, prefix.ts_us)
-        return
-    m = L.RING_RE.search(text) if "Channel " in text and "->" not in text else None
-    if m:
-        prefix = L.parse_prefix_at(text, m.start())
-        scan.rings.append({
-            "line": line, "host": prefix.host, "pid": prefix.pid, "tid": prefix.tid, "channel": int(m["ch"]),
-            "ranks": [int(x) for x in m["ranks"].split()], "more": m["more"] is not None,
-        })
-        note_ts(scan, prefix.ts_us)
-        return
-    m = L.TUNING_RE.search(text) if "Bytes -> Algo" in text else None
-    if m:
-        prefix = L.parse_prefix_at(text, m.start())
-        scan.tuning_parts.append({
-            "line": [line], "host": [prefix.host], "pid": [prefix.pid],
-            "op": [L.op_name(m["op"]) if m["op"] else None], "nbytes": [int(m["nbytes"])],
-            "algo": [L.algo_name(m["algo"])], "proto": [L.proto_name(m["proto"])],
-        })
-        note_ts(scan, prefix.ts_us)
-
 

@@ -14,8 +14,17 @@ import pandas as pd
 
 from traces.formats.nccl import kernel_numba as J
 from traces.formats.nccl import layout as L
+from traces.formats.nccl import torn as T
 from traces.formats.nccl.kernel_numpy import text_timestamps
-from traces.formats.nccl.scan import NO_TS, FileScan, empty_columns, note_ts, parse_other, parse_slow
+from traces.formats.nccl.scan import (
+    NO_TS,
+    FileScan,
+    empty_columns,
+    note_ts,
+    parse_other,
+    parse_slow,
+    recover_torn,
+)
 from traces.ingest_report import IngestReport
 
 #: Threads running the compiled kernel ahead of the thread that builds the columns (it releases the GIL).
@@ -65,24 +74,36 @@ def _columns(buf: bytes, kernel_out: tuple, line_base: int, scan: FileScan, part
         ccodes, comms = pd.factorize(words[:, 1])
         parts.append({
             "line": c[:, J.C_LINE] + line_base + 1,
-            "host": _text_column(a, buf, c[:, J.C_HS], c[:, J.C_HE]), "pid": c[:, J.C_PID], "tid": c[:, J.C_TID], "ts_us": _stamps(buf, c[:, J.C_TS], c[:, J.C_OS], c[:, J.C_OE]),
+            "host": _text_column(a, buf, c[:, J.C_HS], c[:, J.C_HE]), "pid": c[:, J.C_PID], "tid": c[:, J.C_TID],
+            "dev": c[:, J.C_DEV], "ts_us": _stamps(buf, c[:, J.C_TS], c[:, J.C_OS], c[:, J.C_OE]),
             "op": J.OP_NAMES[c[:, J.C_OP]], "opc": words[:, 0].view(np.int64), "count": c[:, J.C_COUNT],
             "dt": c[:, J.C_DT], "root": c[:, J.C_ROOT],
             "comm": np.array([f"0x{int(v):x}" for v in comms], dtype=object)[ccodes],
             "nranks": c[:, J.C_NRANKS], "grank": c[:, J.C_GRANK],
         })
-    if not ok.all():
-        slow = empty_columns()
-        for line, ls, le in coll[~ok][:, [J.C_LINE, J.C_LS, J.C_LE]].tolist():
-            nxt = None
-            if line + 1 < n_lines:
-                nl = buf.find(b"\n", le)
-                stop = buf.find(b"\n", nl + 1)
-                nxt = buf[nl + 1: stop if stop >= 0 else len(buf)].decode("utf-8", "replace").rstrip("\r")
-            text = buf[ls:le].decode("utf-8", "replace").rstrip("\r")
-            parse_slow(text, nxt, line_base + line + 1, scan, slow, report)
-        if slow["line"]:
-            parts.append(slow)
+    slow = empty_columns()
+    bad = coll[~ok][:, [J.C_LINE, J.C_LS, J.C_LE]]
+    # Lines with two prefixes or more (the kernel flags them) may be torn: their heads are completed first.
+    cand = np.concatenate([bad[:, 0], others[:, 0]])
+    inter = [int(i) for i, ls, le in np.concatenate([bad, others]).tolist() if buf.count(T.INFO.encode(), ls, le) >= 2]
+    consumed: set[int] = set()
+    rest: dict[int, int] = {}
+    if inter and len(cand):
+        text_of = _line_reader(buf)
+        hosts = pd.unique(parts[-1]["host"]) if ok.any() else ()
+        consumed, rest = recover_torn(sorted(set(inter)), text_of, hosts, line_base, scan, slow, report)
+    for line, ls, le in bad.tolist():
+        if line in consumed:
+            continue
+        nxt = None
+        if line + 1 < n_lines and line + 1 not in consumed:
+            nl = buf.find(b"\n", le)
+            stop = buf.find(b"\n", nl + 1)
+            nxt = buf[nl + 1: stop if stop >= 0 else len(buf)].decode("utf-8", "replace").rstrip("\r")
+        text = buf[ls:le].decode("utf-8", "replace").rstrip("\r")
+        parse_slow(text[rest.get(line, 0):], nxt, line_base + line + 1, scan, slow, report)
+    if slow["line"]:
+        parts.append(slow)
     tok = tun[:, J.T_OK] == 1
     if tok.any():
         t = tun[tok]
@@ -98,9 +119,29 @@ def _columns(buf: bytes, kernel_out: tuple, line_base: int, scan: FileScan, part
         ts = ts[ts != NO_TS]
         if len(ts):
             note_ts(scan, int(ts.min()))
+    # TUNING lines the kernel read come back among the others only when they hold two prefixes (for the
+    # torn-line search above): not to be read twice.
+    read = set(tun[tok][:, J.T_LINE].tolist()) if tok.any() else set()
     for line, ls, le in others.tolist():
+        if line in consumed or line in read:
+            continue
         parse_other(buf[ls:le].decode("utf-8", "replace").rstrip("\r"), line_base + line + 1, scan)
     return n_lines
+
+
+def _line_reader(buf: bytes) -> Callable[[int], str | None]:
+    """Line index -> text of a chunk (None past its end), for the few lines the torn-line search reads."""
+    ends = np.flatnonzero(np.frombuffer(buf, dtype=np.uint8) == 10)
+    if len(buf) and (not len(ends) or ends[-1] != len(buf) - 1):
+        ends = np.append(ends, len(buf))
+
+    def text_of(k: int) -> str | None:
+        if k >= len(ends):
+            return None
+        start = int(ends[k - 1]) + 1 if k else 0
+        return buf[start: int(ends[k])].decode("utf-8", "replace").rstrip("\r")
+
+    return text_of
 
 
 def _text_column(a: np.ndarray, buf: bytes, start: np.ndarray, end: np.ndarray,

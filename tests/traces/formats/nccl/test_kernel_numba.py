@@ -96,17 +96,60 @@ def test_compiled_and_numpy_paths_agree_on_any_lines(tmp_path_factory, monkeypat
     assert_same(read(path, "numpy", monkeypatch), read(path, "jit", monkeypatch))
 
 
+@st.composite
+def torn_lines(draw) -> list[str]:
+    """Lines where some are cut at any byte by 1-2 other lines (another process's writes)."""
+    lines = draw(st.lists(line(), min_size=2, max_size=10))
+    out: list[str] = []
+    while lines:
+        head = lines.pop(0)
+        if len(lines) >= 2 and len(head) > 1 and draw(st.booleans()):
+            cut = draw(st.integers(1, len(head) - 1))
+            k = draw(st.integers(1, min(2, len(lines) - 1)))
+            between, lines = lines[:k], lines[k:]
+            out += [head[:cut] + between[0], *between[1:], head[cut:]]
+        else:
+            out.append(head)
+    return out
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(torn_lines())
+def test_compiled_and_numpy_paths_agree_on_torn_lines(tmp_path_factory, monkeypatch, lines):
+    # The torn-line search runs in both readers (lines with two prefixes go to the per-line path): the same
+    # traces and the same counts, whatever the damage.
+    path = tmp_path_factory.mktemp("torn") / "x.log"
+    path.write_bytes(("\n".join(lines) + "\n").encode("utf-8", "surrogatepass"))
+    assert_same(read(path, "numpy", monkeypatch), read(path, "jit", monkeypatch))
+
+
+def test_tuning_line_with_two_prefixes_is_read_once(tmp_path, monkeypatch):
+    # Found by the torn-line fuzz: the compiled reader handed a TUNING line with two prefixes to the
+    # per-line path for the torn-line search, which read its TUNING record a second time.
+    lines = ["h:1:1 [1] NCCL INFO h:1:1 [1] NCCL INFO 4096 Bytes -> Algo 0 proto 1 time 12.500000",
+             "h:1:1 [1] NCCL INFO AllReduce: opCount 0 sendbuff 0x10 recvbuff 0x20 count 1024 datatype 0 op 0 root 0 "
+             "comm 0xa [nranks=1] stream 0x30",
+             "h:1:1 [1] NCCL INFO h:1:1 [1] NCCL INFO 1024 Bytes -> Algo 1 proto 2 time 2.0"]
+    path = tmp_path / "x.log"
+    path.write_text("\n".join(lines) + "\n")
+    numpy_df, numpy_report = read(path, "numpy", monkeypatch)
+    jit_df, jit_report = read(path, "jit", monkeypatch)
+    assert_same((numpy_df, numpy_report), (jit_df, jit_report))
+    assert jit_df["algo"].tolist() == ["RING"]
+    assert any("1 TUNING line(s) matched no COLL line" in n for n in jit_df.attrs["collsim"]["notes"])
+
+
 def test_chunk_borders_and_the_read_ahead_thread(tmp_path, monkeypatch):
     # Tiny chunks: many kernel calls in flight at once, lines counted across chunk borders, a wrapped
     # COLL line whose continuation starts the next chunk.
     lines = []
     for i in range(300):
         lines.append(f"[2025-07-25 19:54:{i % 60:02d}.{i:06d}] h:{1 + i % 3}:1 [0] NCCL INFO AllReduce: opCount "
-                     f"{i:x} sendbuff 0x1 recvbuff 0x2 count {i} datatype 7 op 0 root 0 comm 0xa [nranks=3] stream")
+                     f"{i // 3:x} sendbuff 0x1 recvbuff 0x2 count {i // 3} datatype 7 op 0 root 0 comm 0xa [nranks=3] stream")
         if i % 50 == 7:
             lines[-1] = lines[-1].replace(" comm 0xa", "\n   comm 0xa")
         if i % 40 == 3:
-            lines.append(f"h:{1 + i % 3}:1 [0] NCCL INFO AllReduce: {4 * i} Bytes -> Algo RING proto LL "
+            lines.append(f"h:{1 + i % 3}:1 [0] NCCL INFO AllReduce: {4 * (i // 3)} Bytes -> Algo RING proto LL "
                          "channel{Lo..Hi}={0..0}")
     path = tmp_path / "x.log"
     path.write_text("\n".join(lines) + "\n")

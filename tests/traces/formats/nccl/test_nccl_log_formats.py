@@ -148,9 +148,11 @@ def test_fast_and_slow_paths_agree(tmp_path, monkeypatch, fast):
     df, _ = read_lines(tmp_path, lines)
     assert df["count"].tolist() == [9, 4, 1024, 1024]
     assert df["rank"].tolist() == [0, 0, 1, 2] and df["op"].tolist() == ["AllReduce", "AllReduce", "Send", "AllGather"]
-    # No Init lines: one communicator per pointer value, comm ranks in order of appearance.
-    assert df["comm"].tolist() == ["comm-0xc0"] * 4
-    assert df.attrs["collsim"]["comms"] == {"comm-0xc0": [0, 1]}
+    # No Init lines, and the three processes' collectives on 0xc0 disagree: equal pointer values in
+    # different processes are not one communicator (each keeps its other member as a gap).
+    assert df["comm"].tolist() == ["comm-0xc0", "comm-0xc0", "comm-0xc0#2", "comm-0xc0#3"]
+    assert df.attrs["collsim"]["comms"] == {"comm-0xc0": [0, -1], "comm-0xc0#2": [1, -1], "comm-0xc0#3": [2, -1]}
+    assert {v["confidence"] for v in df.attrs["collsim"]["comm_inference"].values()} == {"none"}
     assert df["t_start_s"].notna().sum() == 1 and df["t_start_s"].min() == 0.0
 
 

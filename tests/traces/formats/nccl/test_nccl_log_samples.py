@@ -66,8 +66,16 @@ def test_sample_07_tp_collectives():
     assert df["bytes"].sum() == 41_943_048
     assert df["op"].value_counts().to_dict() == {"AllGather": 3, "ReduceScatter": 2, "AllReduce": 2}
     assert (df["root"] == -1).all()  # root is -1 for non-rooted ops (NCCL prints 0)
-    per_rank = df.groupby("rank")["seq"].apply(list).to_dict()
-    assert sorted(per_rank.values(), key=len) == [[0, 1, 2], [0, 1, 2, 3]]
+    # No Init line: the two pointers (one per pid) carry [nranks=2] and agree on the collectives both logged
+    # (opCount e: ReduceScatter, f: AllGather, same count and dtype), so they are one communicator of 2.
+    meta = df.attrs["collsim"]
+    assert meta["comms"] == {"comm-0x55e290bd32d0": [0, 1]} and meta["world_size"] == 2
+    assert meta["comm_inference"]["comm-0x55e290bd32d0"]["confidence"] == "medium"
+    # Comm ranks by pid; seq aligned on opCount: pid 191370's log starts one collective earlier (opCount d).
+    per_pid = {r: list(g["seq"]) for r, g in df.groupby("rank")}
+    assert per_pid == {0: [1, 2, 3, 4], 1: [0, 1, 2]}
+    assert df.groupby("rank")["device"].first().to_dict() == {0: 0, 1: 1}  # the [dev] of each pid's lines
+    assert report.disagreeing == 0
     assert set(df["host"]) == {"hopper01"}
     assert df["t_start_s"].isna().all()
 
@@ -83,6 +91,17 @@ def test_sample_09_hard_wrapped_broadcasts():
     # pids 3874078 and 3874080 each broadcast twice on pointer 0x155468002fb0: seq 0 then 1.
     twice = df.groupby("rank").filter(lambda g: len(g) == 2)
     assert twice.groupby("rank")["seq"].apply(list).tolist() == [[0, 1], [0, 1]]
+    # No Init line, opCount 0 throughout: pids 3874076/78/80 on 0x155468002fb0 log Broadcast root 3 (and
+    # 78/80 then root 4), a prefix of one another: 3 members of one 8-rank communicator (the world view).
+    # pid 3874075 logs only Broadcast root 4 on another pointer: no evidence it belongs there, so it stays
+    # alone (its other 7 members unknown) and is numbered after the world.
+    meta = df.attrs["collsim"]
+    ev = meta["comm_inference"]
+    assert ev["comm-0x155468002fb0"]["members_seen"] == 3 and ev["comm-0x155468002fb0"]["confidence"] == "medium"
+    assert ev["comm-0x15545c002fb0"] == {"members_seen": 1, "nranks": 8, "confidence": "none",
+                                          "evidence": ev["comm-0x15545c002fb0"]["evidence"]}
+    assert meta["comms"]["comm-0x155468002fb0"] == list(range(8)) and meta["comms"]["comm-0x15545c002fb0"][0] == 8
+    assert meta["world_size"] == 9 and any("in no world-spanning communicator" in n for n in meta["notes"])
 
 
 def test_sample_02_interleaved_init_lines():
