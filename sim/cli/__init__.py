@@ -26,6 +26,8 @@ SUBCOMMANDS: dict[str, str] = {
     "flows": "sim.cli.flows",
     "export": "sim.cli.export",
     "traces": "sim.cli.traces",
+    "bench": "sim.cli.bench",
+    "validate": "sim.cli.validate",
 }
 _SHORT_HELP: dict[str, str] = {
     "run": "Replay a trace over a topology; write the summary and result files.",
@@ -37,6 +39,8 @@ _SHORT_HELP: dict[str, str] = {
     "flows": "Simulate raw flows from CSV or Parquet over a topology.",
     "export": "Write a trace as NCCL debug-log text.",
     "traces": "List the built-in traces.",
+    "bench": "A virtual nccl-tests: busbw per size of one collective over a fabric.",
+    "validate": "Replay a measured nccl-tests table; measured vs simulated busbw per size.",
 }
 
 

@@ -40,7 +40,7 @@ import numpy as np
 from sim.errors import SimError
 from sim.planning import logical, tuning
 
-__all__ = ["TransferPlan", "plan_collective"]
+__all__ = ["TransferPlan", "graph_cost_model", "graph_machine", "plan_collective"]
 
 _OPS = ("AllReduce", "AllGather", "ReduceScatter", "Broadcast", "Reduce", "AllToAll", "Send", "Recv",
         "Gather", "Scatter")
@@ -283,8 +283,15 @@ def _direct(src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray, parts: int, se
 
 # --- inputs -----------------------------------------------------------------------------------------------
 
-def _from_graph(graph, ranks: np.ndarray) -> tuple[np.ndarray, tuning.CostModel]:
-    """Servers of the ranks and the per-GPU NVLink / network rates of a SPEC §4 topology."""
+def graph_machine(graph, ranks) -> tuple[np.ndarray, tuning.CostModel]:
+    """Servers of the ranks and the cost model (per-GPU NVLink / network rates) of a SPEC §4 topology.
+
+    Raises
+    ------
+    SimError
+        A rank with no ``gpu{rank}`` node.
+    """
+    ranks = np.asarray(ranks, dtype=_I64).reshape(-1)
     servers = []
     for r in ranks:
         node = f"gpu{int(r)}"
@@ -299,11 +306,30 @@ def _from_graph(graph, ranks: np.ndarray) -> tuple[np.ndarray, tuning.CostModel]
             intra += gbps
         else:
             inter += gbps
+    return np.array(servers, dtype=_I64), graph_cost_model(graph, intra, inter)
+
+
+def graph_cost_model(graph, intra_gbps: float = 0.0, inter_gbps: float = 0.0) -> tuning.CostModel:
+    """The :class:`~sim.planning.tuning.CostModel` of a topology's GPUs.
+
+    Link rates come from the caller (per-GPU NVLink and network Gb/s; 0 keeps the H100 defaults); the
+    graph attributes ``nccl_algo`` / ``nccl_proto`` (``NCCL_ALGO`` / ``NCCL_PROTO`` syntax) restrict the
+    tuner.
+
+    Examples
+    --------
+    >>> import networkx as nx
+    >>> g = nx.Graph(nccl_proto="Simple")
+    >>> graph_cost_model(g, 3600, 400).protos
+    ('Simple',)
+    """
     default = tuning.CostModel()
-    model = tuning.CostModel(
-        intra_bw_bytes_per_s=intra * 1e9 / 8 if intra > 0 else default.intra_bw_bytes_per_s,
-        inter_bw_bytes_per_s=inter * 1e9 / 8 if inter > 0 else default.inter_bw_bytes_per_s)
-    return np.array(servers, dtype=_I64), model
+    attrs = graph.graph
+    return tuning.CostModel(
+        intra_bw_bytes_per_s=intra_gbps * 1e9 / 8 if intra_gbps > 0 else default.intra_bw_bytes_per_s,
+        inter_bw_bytes_per_s=inter_gbps * 1e9 / 8 if inter_gbps > 0 else default.inter_bw_bytes_per_s,
+        algos=tuning.parse_nccl_list(attrs.get("nccl_algo"), "algo"),
+        protos=tuning.parse_nccl_list(attrs.get("nccl_proto"), "proto"))
 
 
 def _split_matrix(split_bytes, nbytes: float, n: int) -> np.ndarray:
@@ -400,7 +426,7 @@ def plan_collective(op: str, nbytes: float, ranks: Sequence[int] | np.ndarray, *
     arr = logical._as_ranks(ranks)
     n = len(arr)
     if graph is not None and (server_of is None or model is None):
-        g_server, g_model = _from_graph(graph, arr)
+        g_server, g_model = graph_machine(graph, arr)
         server_of = g_server if server_of is None else server_of
         model = g_model if model is None else model
     model = model or tuning.CostModel()

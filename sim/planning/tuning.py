@@ -50,6 +50,7 @@ __all__ = [
     "nccl_nbytes",
     "nccltests_bytes",
     "p2p_latency_s",
+    "parse_nccl_list",
     "predict_time_s",
     "ring_step_latency_s",
     "supported_algos",
@@ -118,6 +119,9 @@ class CostModel:
     plateau_factor : float
         Multiplier of the latency of large multi-node ring/Simple AllReduce (NCCL: 1.4 on SM80+, 1.9 on
         older GPUs; ``performance.md`` quotes the older 1.9).
+    algos, protos : tuple of str, optional
+        The algorithms / protocols the tuner may pick (``NCCL_ALGO`` / ``NCCL_PROTO``); ``None`` allows
+        all. See :func:`parse_nccl_list`.
     """
 
     intra_bw_bytes_per_s: float = 450e9
@@ -127,6 +131,8 @@ class CostModel:
     ll128: bool = True
     tree_correction: bool = True
     plateau_factor: float = 1.4
+    algos: tuple[str, ...] | None = None
+    protos: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         if not (self.intra_bw_bytes_per_s > 0 and self.inter_bw_bytes_per_s > 0):
@@ -135,6 +141,9 @@ class CostModel:
             raise SimError(f"cost model: nchannels {self.nchannels} must be >= 1")
         if self.cpu not in _LL_MAX_BW:
             raise SimError(f"cost model: cpu {self.cpu!r} is not one of: intel, amd")
+        for name, allowed, known in (("algos", self.algos, ALGOS), ("protos", self.protos, PROTOS)):
+            if allowed is not None and (not allowed or any(a not in known for a in allowed)):
+                raise SimError(f"cost model: {name} {allowed!r} must name some of: {', '.join(known)}")
 
     @property
     def net_overhead_us(self) -> float:
@@ -143,6 +152,55 @@ class CostModel:
 
 
 _DEFAULT_MODEL = CostModel()
+_NCCL_NAMES = {"ring": "ring", "tree": "tree", "direct": "direct", "ll": "LL", "ll128": "LL128",
+               "simple": "Simple"}
+
+
+def parse_nccl_list(text: str | None, kind: str) -> tuple[str, ...] | None:
+    """An ``NCCL_ALGO`` / ``NCCL_PROTO`` value as the tuple of allowed names (``None``: all allowed).
+
+    Case-insensitive, comma-separated; a leading ``^`` excludes the listed names instead, as NCCL reads
+    them. Names NCCL has but collsim does not plan (NVLS, NVLSTree, CollNet*, PAT) are refused.
+
+    Parameters
+    ----------
+    text : str or None
+        The value (``"Ring,Tree"``, ``"^LL"``); empty or ``None`` allows all.
+    kind : {"algo", "proto"}
+
+    Returns
+    -------
+    tuple of str or None
+
+    Raises
+    ------
+    SimError
+        An unknown name, or a list that allows nothing.
+
+    Examples
+    --------
+    >>> parse_nccl_list("ring", "algo")
+    ('ring',)
+    >>> parse_nccl_list("^LL", "proto")
+    ('LL128', 'Simple')
+    """
+    if kind not in ("algo", "proto"):
+        raise SimError(f"kind {kind!r} is not one of: algo, proto")
+    if text is None or not str(text).strip():
+        return None
+    known = ALGOS if kind == "algo" else PROTOS
+    raw = str(text).strip()
+    exclude = raw.startswith("^")
+    names = []
+    for item in filter(None, (x.strip() for x in raw.lstrip("^").split(","))):
+        name = _NCCL_NAMES.get(item.lower())
+        if name is None or name not in known:
+            raise SimError(f"NCCL_{kind.upper()} {raw!r}: {item!r} is not one of: {', '.join(known)}")
+        names.append(name)
+    out = tuple(k for k in known if (k in names) != exclude)
+    if not out:
+        raise SimError(f"NCCL_{kind.upper()} {raw!r} allows no {kind}")
+    return out
 
 
 def _check_proto(proto: str) -> int:
@@ -358,12 +416,21 @@ def choose_algorithm(op: str, nbytes: float, nranks: int, nnodes: int, algo: str
         raise SimError(f"algo {algo!r} is not one of: auto, ring, tree, direct")
     if proto is not None:
         _check_proto(proto)
+    allowed_protos = model.protos or PROTOS
     if algos == ("direct",):
-        return "direct", proto or ("LL" if nbytes <= _P2P_LL_THRESHOLD_BYTES else "Simple")
+        if proto is None:
+            proto = "LL" if nbytes <= _P2P_LL_THRESHOLD_BYTES and "LL" in allowed_protos else "Simple"
+        return "direct", proto
+    if algo == "auto" and model.algos is not None:
+        # NCCL_ALGO narrows the tuner's choice; an op none of whose algorithms is allowed keeps its own
+        algo = next((a for a in algos if a in model.algos), "auto")
+        if sum(a in model.algos for a in algos) > 1:
+            algo = "auto"
+            algos = tuple(a for a in algos if a in model.algos)
     candidates = algos if algo == "auto" or algo not in algos else (algo,)
     if nranks <= 1:
         return candidates[0] if "ring" not in candidates else "ring", proto or "Simple"
-    protos = (proto,) if proto is not None else PROTOS
+    protos = (proto,) if proto is not None else allowed_protos
     best: tuple[float, str, str] | None = None
     for a in candidates:
         for p in protos:

@@ -1,0 +1,1 @@
+"""Virtual nccl-tests (``simrun bench``) and validation against measured tables (``simrun validate``)."""
