@@ -43,6 +43,7 @@ FORMATS: dict[str, tuple[str, str, str]] = {
     "profiler": ("traces.formats.nccl_profiler", "read_nccl_profiler", "looks_like_nccl_profiler"),
     "kineto": ("traces.formats.kineto", "read_kineto", "looks_like_kineto"),
     "param": ("traces.formats.param", "read_param", "looks_like_param"),
+    "nccl-tests": ("traces.formats.nccl_tests", "read_nccl_tests", "looks_like_nccl_tests"),
     "nccl": ("traces.formats.nccl.reader", "read_nccl_logs", "looks_like_nccl_log"),
 }
 #: How many bytes of each file detection looks at (Kineto puts ``traceEvents`` after its header).

@@ -329,7 +329,13 @@ def graph_cost_model(graph, intra_gbps: float = 0.0, inter_gbps: float = 0.0) ->
         intra_bw_bytes_per_s=intra_gbps * 1e9 / 8 if intra_gbps > 0 else default.intra_bw_bytes_per_s,
         inter_bw_bytes_per_s=inter_gbps * 1e9 / 8 if inter_gbps > 0 else default.inter_bw_bytes_per_s,
         algos=tuning.parse_nccl_list(attrs.get("nccl_algo"), "algo"),
-        protos=tuning.parse_nccl_list(attrs.get("nccl_proto"), "proto"))
+        protos=tuning.parse_nccl_list(attrs.get("nccl_proto"), "proto") or _hardware_protos(attrs))
+
+
+def _hardware_protos(attrs) -> tuple[str, ...] | None:
+    # a transport that allows only some protocols (topologies.hardware: EFA, TCPXO run Simple only)
+    protos = (attrs.get("hardware") or {}).get("protos")
+    return tuple(protos) if protos else None
 
 
 def _split_matrix(split_bytes, nbytes: float, n: int) -> np.ndarray:
