@@ -31,6 +31,7 @@ engine should complete an empty plan when it starts.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -325,9 +326,15 @@ def graph_cost_model(graph, intra_gbps: float = 0.0, inter_gbps: float = 0.0) ->
     """
     default = tuning.CostModel()
     attrs = graph.graph
+    hw = attrs.get("hardware") or {}
+    nv_eff, nic_eff = float(hw.get("nvlink_efficiency", 1.0)), float(hw.get("nic_efficiency", 1.0))
+    intra = intra_gbps * 1e9 / 8 if intra_gbps > 0 else default.intra_bw_bytes_per_s
+    inter = inter_gbps * 1e9 / 8 if inter_gbps > 0 else default.inter_bw_bytes_per_s
     return tuning.CostModel(
-        intra_bw_bytes_per_s=intra_gbps * 1e9 / 8 if intra_gbps > 0 else default.intra_bw_bytes_per_s,
-        inter_bw_bytes_per_s=inter_gbps * 1e9 / 8 if inter_gbps > 0 else default.inter_bw_bytes_per_s,
+        # the tuner sees the bandwidth NCCL's topology search credits (line rate x efficiency)
+        intra_bw_bytes_per_s=intra * nv_eff, inter_bw_bytes_per_s=inter * nic_eff,
+        nvlink_efficiency=nv_eff, nic_efficiency=nic_eff, protocol_overhead=bool(hw),
+        net_latency_us=float(hw.get("net_latency_us", 0.0)),
         algos=tuning.parse_nccl_list(attrs.get("nccl_algo"), "algo"),
         protos=tuning.parse_nccl_list(attrs.get("nccl_proto"), "proto") or _hardware_protos(attrs))
 
@@ -457,18 +464,22 @@ def plan_collective(op: str, nbytes: float, ranks: Sequence[int] | np.ndarray, *
     if n <= 1 or total <= 0:
         return TransferPlan.empty(algo, proto)
 
+    srv = {int(r): int(s) for r, s in zip(arr, server, strict=True)}
+
+    def wired(plan: TransferPlan) -> TransferPlan:
+        return _wire_bytes(plan, srv, model)
+
     if algo == "direct":
-        srv = {int(r): int(s) for r, s in zip(arr, server, strict=True)}
         parts = int(nchannels or 1)
         if op == "AllToAll":
             i, j = np.nonzero(matrix)
-            return _direct(arr[i], arr[j], matrix[i, j], parts, srv, proto, algo)
+            return wired(_direct(arr[i], arr[j], matrix[i, j], parts, srv, proto, algo))
         if op in ("Send", "Recv"):
-            return _direct(arr[:1], arr[1:], np.array([nbytes]), parts, srv, proto, algo)
+            return wired(_direct(arr[:1], arr[1:], np.array([nbytes]), parts, srv, proto, algo))
         others = np.delete(arr, root)
         rootv = np.full(n - 1, arr[root])
         s, d = (others, rootv) if op == "Gather" else (rootv, others)
-        return _direct(s, d, np.full(n - 1, nbytes), parts, srv, proto, algo)
+        return wired(_direct(s, d, np.full(n - 1, nbytes), parts, srv, proto, algo))
 
     # edges per channel; a transfer is an edge x chunk
     if algo == "tree":
@@ -494,7 +505,7 @@ def plan_collective(op: str, nbytes: float, ranks: Sequence[int] | np.ndarray, *
     if algo == "tree":
         parents = [logical.rank_tree(arr, server, c, nch) for c in range(nch)]
         edges = _tree_edges(arr, parents, server, ch_bytes, proto)
-        return _assemble(edges, nchunks, False, tuning.tree_base_latency_s(proto), algo, proto)
+        return wired(_assemble(edges, nchunks, False, tuning.tree_base_latency_s(proto), algo, proto))
 
     ring_orders = logical.rings_for_channels(arr, nch, server, rings)
     base, per_step = tuning.ring_step_latency_s(op, proto, n, nnodes, nbytes, model)
@@ -502,8 +513,19 @@ def plan_collective(op: str, nbytes: float, ranks: Sequence[int] | np.ndarray, *
         pos = np.argmax(ring_orders == arr[root], axis=1)
         shift = pos if op == "Broadcast" else pos + 1  # root first (Broadcast) or last (Reduce)
         orders = np.stack([np.roll(r, -int(s)) for r, s in zip(ring_orders, shift, strict=True)])
-        return _assemble(_chain_edges(orders, ch_bytes, per_step), nchunks, False, base, algo, proto)
+        return wired(_assemble(_chain_edges(orders, ch_bytes, per_step), nchunks, False, base, algo, proto))
     # AllReduce: 2(n-1) steps of one n-th of the channel's data; AllGather / ReduceScatter: n-1 steps of
     # one rank's share
     nsteps = per_channel // n
-    return _assemble(_ring_edges(ring_orders, nsteps, grain, per_step), nchunks, True, base, algo, proto)
+    return wired(_assemble(_ring_edges(ring_orders, nsteps, grain, per_step), nchunks, True, base, algo, proto))
+
+
+def _wire_bytes(plan: TransferPlan, server: dict[int, int], model: tuning.CostModel) -> TransferPlan:
+    """The plan with each transfer's bytes as sent on the wire (protocol lines, link efficiency)."""
+    if not model.protocol_overhead or len(plan) == 0:
+        return plan
+    inter = np.fromiter((server[int(a)] != server[int(b)] for a, b in zip(plan.src, plan.dst, strict=True)),
+                        dtype=bool, count=len(plan))
+    factor = np.where(inter, tuning.wire_factor(plan.proto, True, model),
+                      tuning.wire_factor(plan.proto, False, model))
+    return dataclasses.replace(plan, bytes=plan.bytes * factor)

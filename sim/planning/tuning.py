@@ -55,6 +55,7 @@ __all__ = [
     "ring_step_latency_s",
     "supported_algos",
     "tree_hop_latency_s",
+    "wire_factor",
 ]
 
 PROTOS: tuple[str, ...] = ("LL", "LL128", "Simple")
@@ -119,6 +120,14 @@ class CostModel:
     plateau_factor : float
         Multiplier of the latency of large multi-node ring/Simple AllReduce (NCCL: 1.4 on SM80+, 1.9 on
         older GPUs; ``performance.md`` quotes the older 1.9).
+    nvlink_efficiency, nic_efficiency : float
+        Payload share of the NVLink / NIC line rate NCCL reaches (``topologies.hardware``; 1 = line rate).
+    protocol_overhead : bool
+        Charge each protocol's wire bytes in plans (LL 16 per 8 of payload, LL128 128 per 120) and the
+        efficiencies above (on with a hardware preset; off keeps the alpha-beta closed forms exact).
+    net_latency_us : float
+        Latency the net plugin reports (``ncclNetProperties.latency``), added to every inter-node step
+        (twice for Simple), as NCCL's tuner does.
     algos, protos : tuple of str, optional
         The algorithms / protocols the tuner may pick (``NCCL_ALGO`` / ``NCCL_PROTO``); ``None`` allows
         all. See :func:`parse_nccl_list`.
@@ -133,6 +142,10 @@ class CostModel:
     plateau_factor: float = 1.4
     algos: tuple[str, ...] | None = None
     protos: tuple[str, ...] | None = None
+    nvlink_efficiency: float = 1.0
+    nic_efficiency: float = 1.0
+    protocol_overhead: bool = False
+    net_latency_us: float = 0.0
 
     def __post_init__(self) -> None:
         if not (self.intra_bw_bytes_per_s > 0 and self.inter_bw_bytes_per_s > 0):
@@ -141,6 +154,11 @@ class CostModel:
             raise SimError(f"cost model: nchannels {self.nchannels} must be >= 1")
         if self.cpu not in _LL_MAX_BW:
             raise SimError(f"cost model: cpu {self.cpu!r} is not one of: intel, amd")
+        for name in ("nvlink_efficiency", "nic_efficiency"):
+            if not 0 < getattr(self, name) <= 1:
+                raise SimError(f"cost model: {name} {getattr(self, name)} must be in (0, 1]")
+        if not self.net_latency_us >= 0:
+            raise SimError(f"cost model: net_latency_us {self.net_latency_us} must be >= 0")
         for name, allowed, known in (("algos", self.algos, ALGOS), ("protos", self.protos, PROTOS)):
             if allowed is not None and (not allowed or any(a not in known for a in allowed)):
                 raise SimError(f"cost model: {name} {allowed!r} must name some of: {', '.join(known)}")
@@ -335,7 +353,8 @@ def algo_latency_s(op: str, algo: str, proto: str, nranks: int, nnodes: int,
         raise SimError(f"algorithm {algo!r} has no NCCL latency model (ring, tree)")
     base = _BASE_LAT_US[algo][p]
     intra = _HW_LAT_US["nvlink"][algo][p]
-    inter = _HW_LAT_US["net"][algo][p]
+    # the net plugin's reported latency, once more for Simple's flush (tuning.cc)
+    inter = _HW_LAT_US["net"][algo][p] + model.net_latency_us * (2.0 if proto == "Simple" else 1.0)
     if algo == "ring":
         nsteps, ninter = _nccl_steps(op, nranks, nnodes)
         link = "nvlink" if nnodes <= 1 else "net"
@@ -469,6 +488,30 @@ def ring_step_latency_s(op: str, proto: str, nranks: int, nnodes: int, nbytes: f
     total *= _plateau(op, "ring", proto, size, nranks, nnodes, model)
     steps = 2 * (nranks - 1) if op == "AllReduce" else nranks - 1
     return base, max(total - base, 0.0) / steps
+
+
+_WIRE = {"LL": 2.0, "LL128": 128.0 / 120.0, "Simple": 1.0}
+
+
+def wire_factor(proto: str, inter_node: bool, model: CostModel | None = None) -> float:
+    """Wire bytes per payload byte of a transfer: the protocol's lines and the link's efficiency.
+
+    1 unless ``model.protocol_overhead``; then LL 16/8, LL128 128/120, Simple 1, divided by the NVLink
+    or NIC efficiency.
+
+    Examples
+    --------
+    >>> wire_factor("LL", True)
+    1.0
+    >>> wire_factor("LL", True, CostModel(protocol_overhead=True, nic_efficiency=0.5))
+    4.0
+    """
+    p = _check_proto(proto)
+    model = model or _DEFAULT_MODEL
+    if not model.protocol_overhead:
+        return 1.0
+    eff = model.nic_efficiency if inter_node else model.nvlink_efficiency
+    return _WIRE[PROTOS[p]] / eff
 
 
 def tree_hop_latency_s(proto: str, inter_node: bool) -> float:
