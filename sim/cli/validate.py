@@ -59,8 +59,8 @@ def command(path: Path, topo: str, set_options: tuple[str, ...], routing: str, s
                        f"{r.algo:>5}  {r.proto:>6}")
         s = summary[summary["table"] == k].iloc[0]
         click.echo(f"# busbw error: >= 256 MiB median {_pct(s.large_median)} worst {_pct(s.large_worst)} "
-                   f"({s.large_n} sizes); <= 1 MiB median {_pct(s.small_median)} worst {_pct(s.small_worst)} "
-                   f"({s.small_n} sizes)")
+                   f"({int(s.large_n)} sizes); <= 1 MiB median {_pct(s.small_median)} worst {_pct(s.small_worst)} "
+                   f"({int(s.small_n)} sizes)")
     out = out_dir or Path("simrun-out") / f"validate-{path.stem}"
     files = write_table(table, out, "validate")
     files.append(plot_validate(table[table["table"] == table["table"].iloc[0]] if table["table"].nunique() > 1
