@@ -30,7 +30,7 @@ def format_time_us(time_us: float) -> str:
     Examples
     --------
     >>> format_time_us(3.14159), format_time_us(1234.5), format_time_us(123456.0)
-    '3.14' '1234.5' '123456'
+    ('3.14', '1234.5', '123456')
     """
     if not math.isfinite(time_us):
         return "N/A"
@@ -48,7 +48,7 @@ def format_table(table: pd.DataFrame, header: list[str] | None = None) -> str:
     --------
     >>> t = pd.DataFrame(dict(size=[1024], count=[256], type=["float"], redop=["sum"], root=[-1],
     ...                       time=[10.0], algbw=[0.1024], busbw=[0.1792], algo=["ring"], proto=["LL"]))
-    >>> print(format_table(t).splitlines()[-3])
+    >>> print(format_table(t).splitlines()[-4])
             1024           256     float     sum      -1    10.00    0.10    0.18   ring      LL
     """
     lines = [f"# {h}" for h in (header or [])]
