@@ -49,7 +49,7 @@ def format_table(table: pd.DataFrame, header: list[str] | None = None) -> str:
     >>> t = pd.DataFrame(dict(size=[1024], count=[256], type=["float"], redop=["sum"], root=[-1],
     ...                       time=[10.0], algbw=[0.1024], busbw=[0.1792], algo=["ring"], proto=["LL"]))
     >>> print(format_table(t).splitlines()[-4])
-            1024           256     float     sum      -1    10.00    0.10    0.18   ring      LL
+             1024           256     float     sum      -1    10.00    0.10    0.18   ring      LL
     """
     lines = [f"# {h}" for h in (header or [])]
     lines += ["#",
