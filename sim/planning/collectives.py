@@ -361,11 +361,12 @@ def _split_matrix(split_bytes, nbytes: float, n: int) -> np.ndarray:
 def plan_collective(op: str, nbytes: float, ranks: Sequence[int] | np.ndarray, *, algo: str = "auto",
                     root: int = -1, split_bytes=None, server_of: Sequence[int] | np.ndarray | None = None,
                     rings: Sequence[Sequence[int]] | None = None, nchannels: int | None = None,
-                    chunk_bytes: float | None = None, max_chunks: int = tuning.DEFAULT_MAX_CHUNKS,
+                    chunk_bytes: float | None = None, max_chunks: int | None = None,
                     max_channels: int = tuning.DEFAULT_MAX_CHANNELS,
                     max_transfers: int = tuning.DEFAULT_MAX_TRANSFERS, proto: str | None = None,
                     model: tuning.CostModel | None = None, graph=None,
-                    channels: int | None = None, merge_nvlink_channels: bool = True) -> TransferPlan:
+                    channels: int | None = None, merge_nvlink_channels: bool = True,
+                    max_pipeline_transfers: int = tuning.DEFAULT_MAX_PIPELINE_TRANSFERS) -> TransferPlan:
     """Decompose one collective into transfers, as NCCL runs it.
 
     Parameters
@@ -395,8 +396,12 @@ def plan_collective(op: str, nbytes: float, ranks: Sequence[int] | np.ndarray, *
         for direct ops the number of parts each pair's bytes are split into (default 1).
     chunk_bytes : float, optional
         Pipelining grain (default: one NCCL FIFO step of the protocol).
-    max_chunks : int
-        Most chunks per channel and step (plan size knob).
+    max_chunks : int, optional
+        Most chunks per channel and step. Default: rings ``DEFAULT_MAX_CHUNKS`` (their critical path does
+        not depend on it); trees and Broadcast/Reduce chains NCCL's chunk size
+        (:func:`sim.planning.tuning.nccl_chunk_bytes`) bounded by ``max_pipeline_transfers``.
+    max_pipeline_transfers : int
+        Plan size bound of trees and chains when ``max_chunks`` is not given.
     max_channels : int
         Most channels NCCL's size rule may pick.
     merge_nvlink_channels : bool
@@ -500,7 +505,14 @@ def plan_collective(op: str, nbytes: float, ranks: Sequence[int] | np.ndarray, *
         nch = max(floor, min(nch, max_transfers // per_channel))
     ch_bytes = nbytes / nch
     grain = ch_bytes / n if (algo == "ring" and op == "AllReduce") else ch_bytes
-    nchunks = tuning.chunks_for(grain, proto, max_chunks, chunk_bytes)
+    pipelined = algo == "tree" or op in ("Broadcast", "Reduce")
+    if pipelined and max_chunks is None:
+        unit = chunk_bytes if chunk_bytes is not None else tuning.nccl_chunk_bytes(op, algo, proto, nbytes, nch, n,
+                                                                                  nnodes)
+        nchunks = tuning.pipeline_chunks(ch_bytes, unit, per_channel, nch, max_pipeline_transfers)
+    else:
+        nchunks = tuning.chunks_for(grain, proto, tuning.DEFAULT_MAX_CHUNKS if max_chunks is None else max_chunks,
+                                    chunk_bytes)
     nchunks = max(1, min(nchunks, max_transfers // (nch * per_channel)))
     if algo == "tree":
         parents = [logical.rank_tree(arr, server, c, nch) for c in range(nch)]

@@ -36,6 +36,7 @@ __all__ = [
     "CostModel",
     "DEFAULT_MAX_CHANNELS",
     "DEFAULT_MAX_CHUNKS",
+    "DEFAULT_MAX_PIPELINE_TRANSFERS",
     "DEFAULT_MAX_TRANSFERS",
     "algbw_bytes_per_s",
     "algo_bandwidth_bytes_per_s",
@@ -46,6 +47,8 @@ __all__ = [
     "choose_algorithm",
     "chunk_unit_bytes",
     "chunks_for",
+    "nccl_chunk_bytes",
+    "pipeline_chunks",
     "ideal_time_s",
     "nccl_nbytes",
     "nccltests_bytes",
@@ -68,6 +71,10 @@ DEFAULT_MAX_CHANNELS = 8
 DEFAULT_MAX_CHUNKS = 4
 #: Plans shrink chunks, then channels, to stay under this many transfers (the engine makes one flow each).
 DEFAULT_MAX_TRANSFERS = 100_000
+#: Trees and chains (Broadcast/Reduce) chunk as NCCL does, up to this many transfers per plan: their
+#: critical path pays a pipeline fill of (hops - 1) / chunks, so they need NCCL's chunk count (a ring's
+#: does not depend on it), and this bounds the plan instead of ``DEFAULT_MAX_CHUNKS``.
+DEFAULT_MAX_PIPELINE_TRANSFERS = 16_384
 
 _P = {p: i for i, p in enumerate(PROTOS)}
 
@@ -596,6 +603,56 @@ def chunks_for(step_bytes: float, proto: str, max_chunks: int = DEFAULT_MAX_CHUN
     if unit <= 0:
         raise SimError(f"chunk_bytes {chunk_bytes} must be > 0")
     return int(max(1, min(max_chunks, math.ceil(step_bytes / unit))))
+
+
+def nccl_chunk_bytes(op: str, algo: str, proto: str, nbytes: float, nchannels: int, nranks: int,
+                     nnodes: int) -> float:
+    """Payload of one NCCL chunk (bytes), as ``enqueue.cc`` (2.23) sizes it.
+
+    One FIFO step of payload (``buffSize / NCCL_STEPS``: Simple 512 KiB, LL 32 KiB, LL128 576,000 B) times
+    the chunk steps (ring Simple AllReduce/AllGather/ReduceScatter: 4; trees, Broadcast, Reduce: 1); tree
+    LL128 halves it while a channel would get too few chunks (``nBytes / (nChannels * chunk) <
+    nsteps * 64 / ppn`` down to 128 KiB, ``* 16`` down to 32 KiB, ``nsteps = 1 + log2(nNodes) + 0.1 ppn``).
+
+    Examples
+    --------
+    >>> nccl_chunk_bytes("AllReduce", "tree", "Simple", 1 << 30, 8, 16, 2)
+    524288
+    >>> nccl_chunk_bytes("AllReduce", "ring", "Simple", 1 << 30, 8, 16, 2)
+    2097152
+    """
+    _check_proto(proto)
+    chunk = _STEP_PAYLOAD_BYTES[proto]
+    if algo == "ring" and proto == "Simple" and op in ("AllReduce", "AllGather", "ReduceScatter"):
+        chunk *= 4  # ALLREDUCE_CHUNKSTEPS = NCCL_STEPS / 2 (collectives.h)
+    if algo == "tree" and proto == "LL128":
+        nodes = max(int(nnodes), 1)
+        ppn = nranks / nodes
+        nsteps = 1 + int(math.floor(math.log2(nodes))) + 0.1 * ppn
+        size = nccl_nbytes(op, nbytes, nranks)
+        while size // (nchannels * chunk) < nsteps * 64 / ppn and chunk > 131072:
+            chunk //= 2
+        while size // (nchannels * chunk) < nsteps * 16 / ppn and chunk > 32768:
+            chunk //= 2
+    return chunk
+
+
+def pipeline_chunks(ch_bytes: float, chunk_bytes: float, per_channel: int, nchannels: int,
+                    max_transfers: int = DEFAULT_MAX_PIPELINE_TRANSFERS) -> int:
+    """Chunks per channel of a tree or chain: ``ceil(ch_bytes / chunk_bytes)``, at least 1, at most what
+    keeps ``nchannels x per_channel x chunks`` within ``max_transfers``.
+
+    Examples
+    --------
+    >>> pipeline_chunks(64 << 20, 512 << 10, 30, 8)
+    68
+    """
+    if max_transfers < 1:
+        raise SimError(f"max_pipeline_transfers {max_transfers} must be >= 1")
+    if not chunk_bytes > 0:
+        raise SimError(f"chunk_bytes {chunk_bytes} must be > 0")
+    want = max(1, math.ceil(ch_bytes / chunk_bytes))
+    return int(max(1, min(want, max_transfers // max(1, nchannels * per_channel))))
 
 
 # --- closed forms and nccl-tests definitions ----------------------------------------------------------
