@@ -335,6 +335,7 @@ def graph_cost_model(graph, intra_gbps: float = 0.0, inter_gbps: float = 0.0) ->
         intra_bw_bytes_per_s=intra * nv_eff, inter_bw_bytes_per_s=inter * nic_eff,
         nvlink_efficiency=nv_eff, nic_efficiency=nic_eff, protocol_overhead=bool(hw),
         net_latency_us=float(hw.get("net_latency_us", 0.0)),
+        arch={"blackwell": "hopper"}.get(hw.get("arch", "hopper"), hw.get("arch", "hopper")),
         algos=tuning.parse_nccl_list(attrs.get("nccl_algo"), "algo"),
         protos=tuning.parse_nccl_list(attrs.get("nccl_proto"), "proto") or _hardware_protos(attrs))
 

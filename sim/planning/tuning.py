@@ -9,7 +9,7 @@ Three uses, all pure functions:
 3. ``ideal_time_s`` (alpha-beta closed forms) and the nccl-tests ``algbw`` / ``busbw`` definitions used
    by the result tables.
 
-The constants are those of NCCL 2.19 (``src/graph/tuning.cc``) for H100-class GPUs (SM90) on x86/Intel
+The constants are those of NCCL 2.23 (v2.23.4-1) (``src/graph/tuning.cc``) for H100-class GPUs (SM90) on x86/Intel
 hosts, as summarised in ``docs/performance.md`` §1 of the shared design notes. Latencies are in
 microseconds inside the tables (as NCCL writes them) and in seconds at every public boundary.
 
@@ -32,6 +32,7 @@ from sim.errors import SimError
 
 __all__ = [
     "ALGOS",
+    "ARCHS",
     "PROTOS",
     "CostModel",
     "DEFAULT_MAX_CHANNELS",
@@ -78,19 +79,22 @@ DEFAULT_MAX_PIPELINE_TRANSFERS = 16_384
 
 _P = {p: i for i, p in enumerate(PROTOS)}
 
-# --- NCCL 2.19 constants (µs; GB/s), indexed [LL, LL128, Simple] -----------------------------------
-_BASE_LAT_US = {"tree": (6.8, 14.0, 0.0), "ring": (6.6, 14.0, 8.4)}
+# --- NCCL 2.23 constants (src/graph/tuning.cc, v2.23.4-1; µs; GB/s), indexed [LL, LL128, Simple] -------
+_BASE_LAT_US = {"tree": (6.8, 14.0, 8.4), "ring": (6.6, 14.0, 8.4)}
 _HW_LAT_US = {
-    "nvlink": {"tree": (0.6, 1.25, 28.0), "ring": (0.6, 1.9, 3.4)},
-    "pci": {"tree": (1.0, 1.9, 28.0), "ring": (1.0, 2.5, 5.7)},
-    "net": {"tree": (5.0, 8.5, 28.0), "ring": (2.7, 4.0, 14.0)},
+    "nvlink": {"tree": (0.6, 1.25, 4.0), "ring": (0.6, 1.9, 3.4)},
+    "pci": {"tree": (1.0, 1.9, 4.0), "ring": (1.0, 2.5, 5.7)},
+    "net": {"tree": (5.0, 8.5, 14.0), "ring": (2.7, 4.0, 14.0)},
 }
-# Per-channel bandwidth caps (GB/s) on Hopper for 1 / 2 / >2 nodes.
-_RING_LL128_MAX_PER_CH = (36.7, 36.7, 36.7)
-_TREE_LL128_MAX_PER_CH = (36.7, 36.7, 29.0)
-_TREE_MAX_PER_CH = (38.7, 41.4, 36.0)
-# LL bandwidth caps (GB/s): single node by GPU (Hopper), multi-node by CPU vendor (Intel / AMD).
-_LL_MAX_BW = {"intel": (87.7, 39.0, 20.4), "amd": (87.7, 22.5, 19.0)}
+#: GPU generations of NCCL's tables (compute-capability index).
+ARCHS: tuple[str, ...] = ("volta", "ampere", "hopper")
+# Per-channel bandwidth caps (GB/s) per generation for 1 / 2 / >2 nodes.
+_RING_LL128_MAX_PER_CH = {"volta": (20.0, 20.0, 20.0), "ampere": (20.0, 20.0, 20.0), "hopper": (36.7, 36.7, 36.7)}
+_TREE_LL128_MAX_PER_CH = {"volta": (20.0, 20.0, 20.0), "ampere": (20.0, 20.0, 20.0), "hopper": (36.7, 36.7, 29.0)}
+_TREE_MAX_PER_CH = {"volta": (26.5, 18.5, 10.0), "ampere": (24.0, 23.6, 17.8), "hopper": (38.7, 41.4, 36.0)}
+# LL bandwidth caps (GB/s): one node by GPU generation, several nodes by CPU vendor (Intel / AMD row).
+_LL_MAX_SINGLE = {"volta": 39.0, "ampere": 87.7, "hopper": 141.0}
+_LL_MAX_BW = {"intel": (39.0, 20.4), "amd": (22.5, 19.0)}
 # NCCL's measured correction of tree bandwidth for medium sizes, by floor(log2(bytes / 64)).
 _TREE_CORRECTION = {
     "LL": (1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0, 1.0, 1.0, 1.0),
@@ -120,6 +124,9 @@ class CostModel:
         NCCL's channel count, which scales the per-channel bandwidth caps (16 on an 8-NIC H100 node).
     cpu : str
         ``"intel"`` or ``"amd"``: NCCL's per-step network overhead (1 or 2 µs) and LL caps.
+    arch : str
+        GPU generation of NCCL's per-channel tables: ``volta``, ``ampere``, ``hopper`` (Blackwell has no
+        row in 2.23; ``topologies.hardware`` maps b200 to hopper).
     ll128 : bool
         Whether LL128 is enabled (NCCL enables it on NVLink-connected Volta/Ampere/Hopper).
     tree_correction : bool
@@ -144,6 +151,7 @@ class CostModel:
     inter_bw_bytes_per_s: float = 50e9
     nchannels: int = 16
     cpu: str = "intel"
+    arch: str = "hopper"
     ll128: bool = True
     tree_correction: bool = True
     plateau_factor: float = 1.4
@@ -161,6 +169,8 @@ class CostModel:
             raise SimError(f"cost model: nchannels {self.nchannels} must be >= 1")
         if self.cpu not in _LL_MAX_BW:
             raise SimError(f"cost model: cpu {self.cpu!r} is not one of: intel, amd")
+        if self.arch not in ARCHS:
+            raise SimError(f"cost model: arch {self.arch!r} is not one of: {', '.join(ARCHS)}")
         for name in ("nvlink_efficiency", "nic_efficiency"):
             if not 0 < getattr(self, name) <= 1:
                 raise SimError(f"cost model: {name} {getattr(self, name)} must be in (0, 1]")
@@ -280,20 +290,22 @@ def _nccl_steps(op: str, nranks: int, nnodes: int) -> tuple[int, int]:
     return nranks, nnodes
 
 
-def _ring_busbw(model: CostModel, nnodes: int) -> float:
-    # Multi-node rings run at the network speed (NCCL's ring search sets bwIntra = bwInter).
+def _ring_busbw(model: CostModel, nnodes: int, ppn: float) -> float:
+    # NCCL's busBw is nChannels x the graph's per-channel bandwidth. A multi-node ring's channels leave
+    # each server from different GPUs, so together they use every NIC of the server (ppn NICs of the
+    # per-GPU rate) and the search caps the per-channel speed at the network's (bwIntra = bwInter).
     if nnodes <= 1:
         return model.intra_bw_bytes_per_s
-    return min(model.intra_bw_bytes_per_s, model.inter_bw_bytes_per_s)
+    return min(model.intra_bw_bytes_per_s, max(ppn, 1.0) * model.inter_bw_bytes_per_s)
 
 
-def _tree_busbw(model: CostModel, nnodes: int) -> float:
-    # NCCL raises a tree's intra speed up to twice the inter speed when it spans <= 2 nodes.
+def _tree_busbw(model: CostModel, nnodes: int, ppn: float) -> float:
+    # Trees' channels also spread over the server's NICs; NCCL raises a tree's intra speed up to twice
+    # the inter speed when it spans <= 2 nodes (each node talks to one peer node per tree).
     if nnodes <= 1:
         return model.intra_bw_bytes_per_s
-    if nnodes == 2:
-        return min(model.intra_bw_bytes_per_s, 2.0 * model.inter_bw_bytes_per_s)
-    return model.inter_bw_bytes_per_s
+    nic = max(ppn, 1.0) * model.inter_bw_bytes_per_s
+    return min(model.intra_bw_bytes_per_s, (2.0 if nnodes == 2 else 1.0) * nic)
 
 
 def algo_bandwidth_bytes_per_s(op: str, algo: str, proto: str, nranks: int, nnodes: int,
@@ -317,24 +329,24 @@ def algo_bandwidth_bytes_per_s(op: str, algo: str, proto: str, nranks: int, nnod
     ni = _node_index(nnodes)
     nch = model.nchannels
     ppn = nranks / max(nnodes, 1)
-    ll_max = _LL_MAX_BW[model.cpu][ni] * 1e9
+    arch = model.arch
+    ll_max = (_LL_MAX_SINGLE[arch] if ni == 0 else _LL_MAX_BW[model.cpu][ni - 1]) * 1e9
     if algo == "ring":
-        bus = _ring_busbw(model, nnodes)
+        bus = _ring_busbw(model, nnodes, ppn)
         if p == 0:
-            single_node_bcastish = nnodes <= 1 and op not in ("AllReduce", "Reduce")
-            bus = min(ll_max, bus * (1 / 3 if single_node_bcastish else 1 / 4))
+            bus = min(ll_max, bus * 0.5)
         elif p == 1:
-            bus = min(bus * (0.7 if ppn < 2 else 0.92), nch * _RING_LL128_MAX_PER_CH[ni] * 1e9)
+            bus = min(bus * 0.92, nch * _RING_LL128_MAX_PER_CH[arch][ni] * 1e9)
         nsteps, _ = _nccl_steps(op, nranks, nnodes)
         return bus * nranks / nsteps
     if algo == "tree":
         if op != "AllReduce":
             return 0.0
-        bus = min(_tree_busbw(model, nnodes) * 0.92, nch * _TREE_MAX_PER_CH[ni] * 1e9)
+        bus = min(_tree_busbw(model, nnodes, ppn) * 0.92, nch * _TREE_MAX_PER_CH[arch][ni] * 1e9)
         if p == 0:
             bus = min(bus / 3.8, ll_max)
         elif p == 1:
-            bus = min(bus * (7 / 9 if nnodes <= 1 else 120 / 128), nch * _TREE_LL128_MAX_PER_CH[ni] * 1e9)
+            bus = min(bus * (7 / 9 if nnodes <= 1 else 120 / 128), nch * _TREE_LL128_MAX_PER_CH[arch][ni] * 1e9)
         return bus * 0.5
     raise SimError(f"algorithm {algo!r} has no NCCL bandwidth model (ring, tree)")
 
