@@ -35,13 +35,15 @@ import dataclasses
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from sim.errors import SimError
 from sim.planning import logical, tuning
+from sim.planning.options import PlanOptions
 
-__all__ = ["TransferPlan", "graph_cost_model", "graph_machine", "plan_collective"]
+__all__ = ["PlanOptions", "TransferPlan", "graph_cost_model", "graph_machine", "plan_collective"]
 
 _OPS = ("AllReduce", "AllGather", "ReduceScatter", "Broadcast", "Reduce", "AllToAll", "Send", "Recv",
         "Gather", "Scatter")
@@ -359,16 +361,15 @@ def _split_matrix(split_bytes, nbytes: float, n: int) -> np.ndarray:
     return m
 
 
-def plan_collective(op: str, nbytes: float, ranks: Sequence[int] | np.ndarray, *, algo: str = "auto",
-                    root: int = -1, split_bytes=None, server_of: Sequence[int] | np.ndarray | None = None,
-                    rings: Sequence[Sequence[int]] | None = None, nchannels: int | None = None,
-                    chunk_bytes: float | None = None, max_chunks: int | None = None,
-                    max_channels: int = tuning.DEFAULT_MAX_CHANNELS,
-                    max_transfers: int = tuning.DEFAULT_MAX_TRANSFERS, proto: str | None = None,
-                    model: tuning.CostModel | None = None, graph=None,
-                    channels: int | None = None, merge_nvlink_channels: bool = True,
-                    max_pipeline_transfers: int = tuning.DEFAULT_MAX_PIPELINE_TRANSFERS) -> TransferPlan:
+def plan_collective(op: str, nbytes: float, ranks: Sequence[int] | np.ndarray, *, root: int = -1,
+                    split_bytes=None, server_of: Sequence[int] | np.ndarray | None = None,
+                    rings: Sequence[Sequence[int]] | None = None, graph=None, options: PlanOptions | None = None,
+                    **overrides: Any) -> TransferPlan:
     """Decompose one collective into transfers, as NCCL runs it.
+
+    The arguments say what the collective is; :class:`~sim.planning.options.PlanOptions` says how to
+    plan it (algorithm, protocol, channels, chunking, budgets, cost model). Option fields may also be
+    given as keywords (``algo="ring"``, ``channels=4``), which override ``options``.
 
     Parameters
     ----------
@@ -380,9 +381,6 @@ def plan_collective(op: str, nbytes: float, ranks: Sequence[int] | np.ndarray, *
         Gather/Scatter each non-root rank's share.
     ranks : sequence of int
         Global ranks in comm-rank order. Send/Recv: ``[sender, receiver]``.
-    algo : str
-        ``auto`` (NCCL's tuner, :func:`sim.planning.tuning.choose_algorithm`), ``ring``, ``tree`` or ``direct``.
-        An algorithm the op does not have falls back to ``auto``.
     root : int
         Root comm rank of Broadcast/Reduce/Gather/Scatter.
     split_bytes : array-like (n, n), optional
@@ -391,35 +389,15 @@ def plan_collective(op: str, nbytes: float, ranks: Sequence[int] | np.ndarray, *
         Server of each rank (NVLink-aware rings, trees, node counts). Default: from ``graph``, else one
         server.
     rings : list of list of int, optional
-        Logged ring orders (global ranks), one per channel; replace the NVLink-aware rings.
-    nchannels, channels : int, optional
-        Channels to use (``channels`` is an alias). Default: NCCL's size rule up to ``max_channels``;
-        for direct ops the number of parts each pair's bytes are split into (default 1).
-    chunk_bytes : float, optional
-        Pipelining grain (default: one NCCL FIFO step of the protocol).
-    max_chunks : int, optional
-        Most chunks per channel and step. Default: rings ``DEFAULT_MAX_CHUNKS`` (their critical path does
-        not depend on it); trees and Broadcast/Reduce chains NCCL's chunk size
-        (:func:`sim.planning.tuning.nccl_chunk_bytes`) bounded by ``max_pipeline_transfers``.
-    max_pipeline_transfers : int
-        Plan size bound of trees and chains when ``max_chunks`` is not given.
-    max_channels : int
-        Most channels NCCL's size rule may pick.
-    merge_nvlink_channels : bool
-        On a communicator inside one server (no ``nchannels`` given), plan one channel instead of NCCL's
-        count: each GPU has a single NVSwitch port, so channels only split its bandwidth; the link loads
-        and step count are the same with K times fewer flows. False keeps NCCL's channel count.
-    max_transfers : int
-        Plan size budget for ring, chain and tree plans: chunks, then (unless ``nchannels`` is given)
-        channels are reduced until ``channels × edges × chunks`` fits. One chunk is always allowed, and on
-        several servers as many channels as the largest server has GPUs (so every NIC stays in use): a
-        ring over n ranks keeps at least ``steps × n`` transfers per channel.
-    proto : str, optional
-        Force a protocol (default: the tuner's choice).
-    model : sim.planning.tuning.CostModel, optional
-        The machine the tuner sees (default: from ``graph``'s link rates, else H100 defaults).
+        Logged ring orders (global ranks), one per channel; replace the rail-aligned rings.
     graph : networkx.Graph, optional
-        A SPEC §4 topology: servers of ``gpu{rank}`` nodes and link rates.
+        A SPEC §4 topology: servers of ``gpu{rank}`` nodes, link rates and hardware presets.
+    options : PlanOptions, optional
+        How to plan (default: ``PlanOptions()``). An algorithm the op does not have falls back to
+        ``auto``; ``max_transfers`` reduces chunks, then (unless ``nchannels`` is given) channels, but
+        keeps on several servers as many channels as the largest server has GPUs (every NIC in use).
+    **overrides
+        :class:`PlanOptions` fields (and ``channels``, an alias of ``nchannels``).
 
     Returns
     -------
@@ -436,7 +414,16 @@ def plan_collective(op: str, nbytes: float, ranks: Sequence[int] | np.ndarray, *
     >>> p = plan_collective("AllReduce", 8 << 20, range(4), algo="ring", nchannels=2, max_chunks=1)
     >>> len(p), p.algo, p.total_bytes == 2 * 3 / 4 * (8 << 20) * 4
     (48, 'ring', True)
+    >>> q = plan_collective("AllReduce", 8 << 20, range(4), options=PlanOptions(algo="ring", nchannels=2,
+    ...                                                                          max_chunks=1))
+    >>> len(q) == len(p)
+    True
     """
+    opts = PlanOptions.build(options, overrides)
+    algo, proto, nchannels, model = opts.algo, opts.proto, opts.nchannels, opts.model
+    chunk_bytes, max_chunks, max_channels = opts.chunk_bytes, opts.max_chunks, opts.max_channels
+    max_transfers, merge_nvlink_channels = opts.max_transfers, opts.merge_nvlink_channels
+    max_pipeline_transfers = opts.max_pipeline_transfers
     if op not in _OPS:
         raise SimError(f"op {op!r} is not one of: {', '.join(_OPS)}")
     nbytes = float(nbytes)
@@ -458,10 +445,6 @@ def plan_collective(op: str, nbytes: float, ranks: Sequence[int] | np.ndarray, *
         raise SimError(f"{op}: ranks must be [sender, receiver], got {n} ranks")
     if op in _ROOTED and not 0 <= root < n:
         raise SimError(f"{op}: root {root} is not a comm rank of a {n}-rank communicator")
-    if nchannels is None:
-        nchannels = channels
-    if nchannels is not None and nchannels < 1:
-        raise SimError(f"nchannels {nchannels} must be >= 1")
 
     matrix = _split_matrix(split_bytes, nbytes, n) if op == "AllToAll" else None
     size_for_choice = float(matrix.max()) if matrix is not None and n > 1 else nbytes
