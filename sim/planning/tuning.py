@@ -282,9 +282,9 @@ def nccl_nbytes(op: str, nbytes: float, nranks: int) -> float:
 
 
 def _nccl_steps(op: str, nranks: int, nnodes: int) -> tuple[int, int]:
-    """NCCL's (nsteps, nInterSteps) of a ring collective (tuning.cc, 2.19)."""
+    """NCCL's (nsteps, nInterSteps) of a ring collective (tuning.cc, 2.23)."""
     if op == "AllReduce":
-        return 2 * (nranks - 1), (2 * nnodes if nnodes > 1 else 0)
+        return 2 * (nranks - 1), (2 * (nnodes - 1) if nnodes > 1 else 0)
     if op in ("AllGather", "ReduceScatter"):
         return nranks - 1, nnodes - 1
     return nranks, nnodes
@@ -361,10 +361,10 @@ def algo_latency_s(op: str, algo: str, proto: str, nranks: int, nnodes: int,
 
     Examples
     --------
-    2 nodes × 8 GPUs, ring AllReduce, Simple: 8.4 + (30 − 4)·3.4 + 4·14 = 152.8 µs.
+    2 nodes × 8 GPUs, ring AllReduce, Simple: 8.4 + (30 − 2)·3.4 + 2·14 = 131.6 µs.
 
     >>> round(algo_latency_s("AllReduce", "ring", "Simple", 16, 2) * 1e6, 1)
-    152.8
+    131.6
     """
     model = model or _DEFAULT_MODEL
     p = _check_proto(proto)
@@ -372,8 +372,11 @@ def algo_latency_s(op: str, algo: str, proto: str, nranks: int, nnodes: int,
         raise SimError(f"algorithm {algo!r} has no NCCL latency model (ring, tree)")
     base = _BASE_LAT_US[algo][p]
     intra = _HW_LAT_US["nvlink"][algo][p]
-    # the net plugin's reported latency, once more for Simple's flush (tuning.cc)
-    inter = _HW_LAT_US["net"][algo][p] + model.net_latency_us * (2.0 if proto == "Simple" else 1.0)
+    # with one GPU per node the latencies are fully exposed: NCCL charges the tree's network latency;
+    # then the net plugin's reported latency, once more for Simple's flush (tuning.cc 2.23)
+    one_ppn = nnodes > 1 and nranks == nnodes
+    inter = _HW_LAT_US["net"]["tree" if one_ppn else algo][p]
+    inter += model.net_latency_us * (2.0 if proto == "Simple" else 1.0)
     if algo == "ring":
         nsteps, ninter = _nccl_steps(op, nranks, nnodes)
         link = "nvlink" if nnodes <= 1 else "net"

@@ -27,10 +27,12 @@ US = 1e-6
         ("AllReduce", "ring", "Simple", 8, 1, 8.4 + 14 * 3.4),
         # ring AllReduce LL, one node: 6.6 + 14 × 0.6
         ("AllReduce", "ring", "LL", 8, 1, 6.6 + 14 * 0.6),
-        # 2 nodes × 8: nsteps 30, nInter 2·2 = 4, intra max(3.4, 3·1) = 3.4
-        ("AllReduce", "ring", "Simple", 16, 2, 8.4 + 26 * 3.4 + 4 * 14),
-        # 4 nodes × 8, LL: nsteps 62, nInter 8, intra max(0.6, 1) = 1
-        ("AllReduce", "ring", "LL", 32, 4, 6.6 + 54 * 1.0 + 8 * 2.7),
+        # 2 nodes × 8: nsteps 30, nInter 2(2 − 1) = 2 (NCCL 2.23), intra max(3.4, 3·1) = 3.4
+        ("AllReduce", "ring", "Simple", 16, 2, 8.4 + 28 * 3.4 + 2 * 14),
+        # 4 nodes × 8, LL: nsteps 62, nInter 6, intra max(0.6, 1) = 1
+        ("AllReduce", "ring", "LL", 32, 4, 6.6 + 56 * 1.0 + 6 * 2.7),
+        # 4 nodes × 1 GPU (ppn 1): inter steps pay the tree's NET latency (LL128 8.5, not 4.0)
+        ("AllReduce", "ring", "LL128", 4, 4, 14.0 + 6 * 8.5),
         # AllGather 4 × 8, LL128: nsteps 31, nInter 3, intra max(1.9, 1) = 1.9
         ("AllGather", "ring", "LL128", 32, 4, 14 + 28 * 1.9 + 3 * 4.0),
         # tree LL, 4 nodes × 8: 6.8 + 2(7 × 0.6 + log2(4) × 5)
@@ -68,14 +70,14 @@ def test_bandwidth_matches_hand_formulas(op, algo, proto, n, nodes, expected_gbp
 
 
 def test_auto_choice_small_multinode_allreduce_is_tree_ll():
-    # 1 KiB on 4 × 8: tree LL 35.2 µs latency beats ring LL 82.2 µs; bandwidth terms < 1 µs
+    # 1 KiB on 4 × 8: tree LL 35.2 µs latency beats ring LL 78.8 µs; bandwidth terms < 1 µs
     assert tuning.choose_algorithm("AllReduce", 1024, 32, 4) == ("tree", "LL")
 
 
 def test_auto_choice_large_multinode_allreduce_is_ring_simple():
     # 1 GiB on 4 × 8: ring Simple 1 GiB / (400·32/62 GB/s) = 5.2 ms + 0.43 ms, tree Simple
     # 1 GiB / 184 GB/s = 5.8 ms + 0.5 ms, ring LL128 1 GiB / (368·32/62 GB/s) = 5.65 ms
-    ring = 2**30 / (400e9 * 32 / 62) + 1.4 * (8.4 + 54 * 3.4 + 8 * 14) * US
+    ring = 2**30 / (400e9 * 32 / 62) + 1.4 * (8.4 + 56 * 3.4 + 6 * 14) * US
     tree = 2**30 / 184e9 + (8.4 + 2 * (7 * 4.0 + 2 * 14.0)) * US
     assert ring < tree
     assert tuning.choose_algorithm("AllReduce", 2**30, 32, 4) == ("ring", "Simple")
@@ -139,7 +141,7 @@ def test_ring_step_latency_spreads_nccl_latency_over_plan_steps():
 
 def test_plateau_applies_to_large_multinode_ring_simple_allreduce():
     base, step = tuning.ring_step_latency_s("AllReduce", "Simple", 16, 2, 1 << 30)
-    assert base + 30 * step == pytest.approx(1.4 * (8.4 + 26 * 3.4 + 4 * 14) * US)
+    assert base + 30 * step == pytest.approx(1.4 * (8.4 + 28 * 3.4 + 2 * 14) * US)
 
 
 def test_direct_latencies():
