@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 
 from sim.errors import SimError
+from traces.formats.nccl_tests import NCCLTESTS_DTYPES, NCCLTESTS_OPS, op_counts
 
 __all__ = [
     "BENCH_OPS",
@@ -25,23 +26,8 @@ __all__ = [
     "trace_op",
 ]
 
-#: nccl-tests binary stem -> SPEC §3 op (``sendrecv`` is a ring of Send/Recv pairs).
-BENCH_OPS: dict[str, str] = {
-    "all_reduce": "AllReduce",
-    "all_gather": "AllGather",
-    "reduce_scatter": "ReduceScatter",
-    "alltoall": "AllToAll",
-    "broadcast": "Broadcast",
-    "reduce": "Reduce",
-    "sendrecv": "Send",
-}
-#: nccl-tests ``-d`` / ``type`` column names -> SPEC §3 dtype.
-NCCLTESTS_DTYPES: dict[str, str] = {
-    "int8": "int8", "char": "int8", "uint8": "uint8", "int32": "int32", "int": "int32", "uint32": "uint32",
-    "int64": "int64", "uint64": "uint64", "half": "fp16", "float16": "fp16", "float": "fp32",
-    "float32": "fp32", "double": "fp64", "float64": "fp64", "bfloat16": "bf16", "f8e4m3": "fp8_e4m3",
-    "f8e5m2": "fp8_e5m2",
-}
+#: nccl-tests binary stem -> SPEC §3 op, and ``type`` names -> SPEC §3 dtype (shared with the reader).
+BENCH_OPS = NCCLTESTS_OPS
 _SUFFIX = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(?:i?B)?\s*$", re.IGNORECASE)
 
@@ -105,29 +91,6 @@ def bench_sizes(min_bytes: int, max_bytes: int, factor: float = 2.0, step_bytes:
         out.append(size)
         size = int(size * factor)
     return out
-
-
-def op_counts(op: str, size_bytes: int, elem_bytes: int, nranks: int) -> tuple[int, int]:
-    """(printed count, trace count) of one nccl-tests row of ``size_bytes``.
-
-    nccl-tests prints the whole array's count for AllGather, ReduceScatter and AllToAll, rounded down to
-    a multiple of the ranks; the trace (SPEC §3) counts per rank (AllGather send, ReduceScatter receive)
-    or per peer (AllToAll). Other ops: the buffer.
-
-    Examples
-    --------
-    >>> op_counts("AllGather", 1000, 4, 8)
-    (248, 31)
-    >>> op_counts("AllReduce", 1000, 4, 8)
-    (250, 250)
-    """
-    if elem_bytes <= 0 or nranks <= 0:
-        raise SimError("element size and ranks must be positive")
-    count = int(size_bytes) // int(elem_bytes)
-    if op in ("AllGather", "ReduceScatter", "AllToAll"):
-        per = count // nranks
-        return per * nranks, per
-    return count, count
 
 
 def trace_op(name: str) -> str:

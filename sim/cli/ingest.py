@@ -10,7 +10,7 @@ import click
 from sim.cli.common import progress_bar
 from traces.ingest_report import IngestReport
 
-_FORMATS = ["auto", "nccl", "inspector", "profiler", "kineto", "param"]
+_FORMATS = ["auto", "nccl", "inspector", "profiler", "kineto", "param", "nccl-tests"]
 
 
 @click.command("ingest")
