@@ -30,7 +30,8 @@ def command(path: Path, topo: str, set_options: tuple[str, ...], routing: str, s
 
     FILE is *_perf stdout as saved (mpirun --tag-output or srun -l prefixes, several tables). Each table
     runs on X sized to its ranks and servers. Writes validate.parquet (size, busbw_measured, busbw_sim,
-    ratio = sim / measured, ...), validate.csv and validate.png. The error of a size is |ratio - 1|.
+    ratio = sim / measured, ...), validate.csv and validate.png (the first table). The error of a size is
+    |ratio - 1|.
     """
     import topologies
     from sim.bench.report import plot_validate, write_table
