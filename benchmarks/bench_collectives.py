@@ -6,6 +6,10 @@ on a k=8 fat-tree (4,032 flows; compared with the busiest link's bytes over its 
 median wall and CPU time of ``--repeat`` runs (the ideal reference run is off: one replay per case) and the
 simulated duration against its closed form.
 
+Issue 10 adds: a 2 x 8 tree AllReduce of 1 GiB (NCCL chunking: 68 chunks per channel, bounded by
+``max_pipeline_transfers``), a ring Broadcast of 256 MiB over 8 ranks at 100 Gb/s against its pipelined
+closed form, and one ``simrun bench`` sweep (all_reduce, 2 x 8 H100, 8 B .. 1 GiB, factor 4).
+
 Run: ``python benchmarks/bench_collectives.py [--repeat 3] [--quantile 0]``.
 """
 
@@ -74,6 +78,23 @@ def main() -> None:
     print(f"64-GPU all-to-all 1 MiB/pair, k=8 fat-tree: wall {wall:.3f} s, cpu {cpu:.3f} s (median of "
           f"{args.repeat}); {res.summary['flows']} flows; duration {d * 1e3:.4f} ms vs busiest link "
           f"{bound * 1e3:.4f} ms ({(d / bound - 1) * 100:+.2f}%, software and path latency included)")
+
+    import topologies
+    from sim.bench.run import run_bench
+    from sim.bench.sizes import bench_sizes
+
+    g16 = topologies.build("rail_optimized", num_gpus=16, gpus_per_server=8, gpu="h100", nic="ib")
+    wall, cpu, t = timed(lambda: run_bench("AllReduce", g16, [1 << 30], algo="tree"), args.repeat)
+    print(f"2 x 8 tree AllReduce 1 GiB (h100, ib): wall {wall:.3f} s, cpu {cpu:.3f} s; busbw "
+          f"{t['busbw'].iloc[0]:.1f} GB/s ({t['proto'].iloc[0]})")
+    g8 = fat_tree(4, num_gpus=8, gpus_per_server=1, link_gbps=100.0)
+    wall, cpu, t = timed(lambda: run_bench("Broadcast", g8, [256 * MIB], proto="Simple"), args.repeat)
+    closed = tuning.ideal_time_s("Broadcast", 256 * MIB, 8, 100e9 / 8)
+    print(f"8-rank ring Broadcast 256 MiB at 100 Gb/s: wall {wall:.3f} s, cpu {cpu:.3f} s; "
+          f"{t['time'].iloc[0] / 1e3:.2f} ms vs pipelined closed form {closed * 1e3:.2f} ms")
+    sizes = bench_sizes(8, 1 << 30, 4)
+    wall, cpu, t = timed(lambda: run_bench("AllReduce", g16, sizes), 1)
+    print(f"simrun bench all_reduce, 2 x 8 H100, {len(sizes)} sizes 8 B .. 1 GiB: wall {wall:.3f} s, cpu {cpu:.3f} s")
 
 
 if __name__ == "__main__":

@@ -25,21 +25,10 @@ PACKAGES = ("sim", "traces", "topologies")
 LEAF = frozenset({"traces.errors", "traces.atomic"})
 #: package -> packages it may import (besides itself and LEAF).
 ALLOWED = {"sim": {"traces", "topologies"}, "traces": set(), "topologies": set()}
-#: Circles in code that other engineers are rewriting at the time of writing (traces/formats/, the registry
-#: of traces/readers.py); each entry must disappear from this list once fixed (the test says so).
-KNOWN_CIRCLES: set[frozenset[str]] = {
-    frozenset({"traces.formats.nccl.scan", "traces.formats.nccl.scan_numba"}),
-    frozenset({"traces.formats.inspector", "traces.readers"}),
-}
-#: Modules still without ``__all__``, in code being rewritten elsewhere (the NCCL and other format readers,
-#: the engine core being split into modules): remove an entry once its module has one.
-PENDING_ALL = {
-    "traces.formats", "traces.formats.inspector", "traces.formats.kineto", "traces.formats.nccl",
-    "traces.formats.nccl.kernel_numba", "traces.formats.nccl.kernel_numpy",
-    "traces.formats.nccl.layout", "traces.formats.nccl.rows", "traces.formats.nccl.scan",
-    "traces.formats.nccl.scan_numba", "traces.formats.nccl.writer", "traces.formats.nccl_profiler",
-    "traces.formats.param", "traces.formats.pytorch_et",
-}
+#: Circles accepted for now (none left); an entry must disappear from this set once fixed (the test says so).
+KNOWN_CIRCLES: set[frozenset[str]] = set()
+#: Modules accepted without ``__all__`` for now (none left); remove an entry once its module has one.
+PENDING_ALL: set[str] = set()
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from typing import Any
 
 import networkx as nx
 
+from topologies import hardware
 from topologies.builders.fat_tree import fat_tree
 from topologies.builders.leaf_spine import leaf_spine
 from topologies.builders.rails import rail_only, rail_optimized
@@ -131,11 +132,19 @@ def build(name_or_yaml: str | Path, **params: Any) -> nx.Graph:
 def _build_preset(name: str, file_params: Mapping[str, Any], params: Mapping[str, Any], where: str) -> nx.Graph:
     params = dict(params)
     label = params.pop("name", None)
+    # gpu= / nic= hardware presets are the planner's, not the builder's (topologies.hardware)
+    hw_params = {**file_params, **params}
+    hw = hardware.hardware_attrs(hw_params, where)
+    file_params = {k: v for k, v in file_params.items() if k not in hardware.HARDWARE_KEYS}
+    params = {**hardware.default_link_rates(hw_params),
+              **{k: v for k, v in params.items() if k not in hardware.HARDWARE_KEYS}}
     merged = check_parameters(name, file_params, where)
     merged.update(check_parameters(name, params, "topology parameters" if file_params else where))
     graph = PRESETS[name](**merged)
     if label is not None:
         graph.graph["name"] = str(label)
+    if hw:
+        graph.graph["hardware"] = hw
     return validate_graph(graph, where)
 
 

@@ -13,15 +13,15 @@ re-exported here.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 
 # Re-exported: the readers and their tests import these helpers from here.
 from traces.formats.common import (  # noqa: F401
     Ignored,
+    Progress,
     RankMap,
     RowSink,
     as_int,
@@ -47,7 +47,6 @@ from traces.schema import METADATA_KEY, TraceError
 
 __all__ = ["FORMATS", "Progress", "detect_format", "expand_paths", "ingest", "supported_formats"]
 
-Progress = Callable[[float], Any] | None
 
 #: format name -> (module, reader function, detector function). Order matters for detection: the
 #: structured formats are tried before the free-text NCCL log, whose detector is the most lenient.
@@ -57,6 +56,7 @@ FORMATS: dict[str, tuple[str, str, str]] = {
     "flight_recorder": ("traces.formats.flight_recorder", "read_flight_recorder", "looks_like_flight_recorder"),
     "kineto": ("traces.formats.kineto", "read_kineto", "looks_like_kineto"),
     "param": ("traces.formats.param", "read_param", "looks_like_param"),
+    "nccl-tests": ("traces.formats.nccl_tests", "read_nccl_tests", "looks_like_nccl_tests"),
     "nccl": ("traces.formats.nccl.reader", "read_nccl_logs", "looks_like_nccl_log"),
 }
 

@@ -29,6 +29,8 @@ SUBCOMMANDS: dict[str, str] = {
     "export": "sim.cli.export",
     "traces": "sim.cli.traces",
     "compare": "sim.cli.compare",
+    "bench": "sim.cli.bench",
+    "validate": "sim.cli.validate",
 }
 _SHORT_HELP: dict[str, str] = {
     "run": "Replay a trace over a topology; write the summary and result files.",
@@ -41,6 +43,8 @@ _SHORT_HELP: dict[str, str] = {
     "export": "Write a trace as NCCL debug-log text.",
     "traces": "List the built-in traces.",
     "compare": "One run per fabric and one side-by-side page with a verdict.",
+    "bench": "A virtual nccl-tests: busbw per size of one collective over a fabric.",
+    "validate": "Replay a measured nccl-tests table; measured vs simulated busbw per size.",
 }
 
 

@@ -31,16 +31,19 @@ engine should complete an empty plan when it starts.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from sim.errors import SimError
 from sim.planning import logical, tuning
+from sim.planning.options import PlanOptions
 
-__all__ = ["TransferPlan", "plan_collective"]
+__all__ = ["PlanOptions", "TransferPlan", "graph_cost_model", "graph_machine", "plan_collective"]
 
 _OPS = ("AllReduce", "AllGather", "ReduceScatter", "Broadcast", "Reduce", "AllToAll", "Send", "Recv",
         "Gather", "Scatter")
@@ -283,8 +286,15 @@ def _direct(src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray, parts: int, se
 
 # --- inputs -----------------------------------------------------------------------------------------------
 
-def _from_graph(graph, ranks: np.ndarray) -> tuple[np.ndarray, tuning.CostModel]:
-    """Servers of the ranks and the per-GPU NVLink / network rates of a SPEC §4 topology."""
+def graph_machine(graph, ranks) -> tuple[np.ndarray, tuning.CostModel]:
+    """Servers of the ranks and the cost model (per-GPU NVLink / network rates) of a SPEC §4 topology.
+
+    Raises
+    ------
+    SimError
+        A rank with no ``gpu{rank}`` node.
+    """
+    ranks = np.asarray(ranks, dtype=_I64).reshape(-1)
     servers = []
     for r in ranks:
         node = f"gpu{int(r)}"
@@ -299,11 +309,43 @@ def _from_graph(graph, ranks: np.ndarray) -> tuple[np.ndarray, tuning.CostModel]
             intra += gbps
         else:
             inter += gbps
+    return np.array(servers, dtype=_I64), graph_cost_model(graph, intra, inter)
+
+
+def graph_cost_model(graph, intra_gbps: float = 0.0, inter_gbps: float = 0.0) -> tuning.CostModel:
+    """The :class:`~sim.planning.tuning.CostModel` of a topology's GPUs.
+
+    Link rates come from the caller (per-GPU NVLink and network Gb/s; 0 keeps the H100 defaults); the
+    graph attributes ``nccl_algo`` / ``nccl_proto`` (``NCCL_ALGO`` / ``NCCL_PROTO`` syntax) restrict the
+    tuner.
+
+    Examples
+    --------
+    >>> import networkx as nx
+    >>> g = nx.Graph(nccl_proto="Simple")
+    >>> graph_cost_model(g, 3600, 400).protos
+    ('Simple',)
+    """
     default = tuning.CostModel()
-    model = tuning.CostModel(
-        intra_bw_bytes_per_s=intra * 1e9 / 8 if intra > 0 else default.intra_bw_bytes_per_s,
-        inter_bw_bytes_per_s=inter * 1e9 / 8 if inter > 0 else default.inter_bw_bytes_per_s)
-    return np.array(servers, dtype=_I64), model
+    attrs = graph.graph
+    hw = attrs.get("hardware") or {}
+    nv_eff, nic_eff = float(hw.get("nvlink_efficiency", 1.0)), float(hw.get("nic_efficiency", 1.0))
+    intra = intra_gbps * 1e9 / 8 if intra_gbps > 0 else default.intra_bw_bytes_per_s
+    inter = inter_gbps * 1e9 / 8 if inter_gbps > 0 else default.inter_bw_bytes_per_s
+    return tuning.CostModel(
+        # the tuner sees the bandwidth NCCL's topology search credits (line rate x efficiency)
+        intra_bw_bytes_per_s=intra * nv_eff, inter_bw_bytes_per_s=inter * nic_eff,
+        nvlink_efficiency=nv_eff, nic_efficiency=nic_eff, protocol_overhead=bool(hw),
+        net_latency_us=float(hw.get("net_latency_us", 0.0)),
+        arch={"blackwell": "hopper"}.get(hw.get("arch", "hopper"), hw.get("arch", "hopper")),
+        algos=tuning.parse_nccl_list(attrs.get("nccl_algo"), "algo"),
+        protos=tuning.parse_nccl_list(attrs.get("nccl_proto"), "proto") or _hardware_protos(attrs))
+
+
+def _hardware_protos(attrs) -> tuple[str, ...] | None:
+    # a transport that allows only some protocols (topologies.hardware: EFA, TCPXO run Simple only)
+    protos = (attrs.get("hardware") or {}).get("protos")
+    return tuple(protos) if protos else None
 
 
 def _split_matrix(split_bytes, nbytes: float, n: int) -> np.ndarray:
@@ -319,15 +361,15 @@ def _split_matrix(split_bytes, nbytes: float, n: int) -> np.ndarray:
     return m
 
 
-def plan_collective(op: str, nbytes: float, ranks: Sequence[int] | np.ndarray, *, algo: str = "auto",
-                    root: int = -1, split_bytes=None, server_of: Sequence[int] | np.ndarray | None = None,
-                    rings: Sequence[Sequence[int]] | None = None, nchannels: int | None = None,
-                    chunk_bytes: float | None = None, max_chunks: int = tuning.DEFAULT_MAX_CHUNKS,
-                    max_channels: int = tuning.DEFAULT_MAX_CHANNELS,
-                    max_transfers: int = tuning.DEFAULT_MAX_TRANSFERS, proto: str | None = None,
-                    model: tuning.CostModel | None = None, graph=None,
-                    channels: int | None = None, merge_nvlink_channels: bool = True) -> TransferPlan:
+def plan_collective(op: str, nbytes: float, ranks: Sequence[int] | np.ndarray, *, root: int = -1,
+                    split_bytes=None, server_of: Sequence[int] | np.ndarray | None = None,
+                    rings: Sequence[Sequence[int]] | None = None, graph=None, options: PlanOptions | None = None,
+                    **overrides: Any) -> TransferPlan:
     """Decompose one collective into transfers, as NCCL runs it.
+
+    The arguments say what the collective is; :class:`~sim.planning.options.PlanOptions` says how to
+    plan it (algorithm, protocol, channels, chunking, budgets, cost model). Option fields may also be
+    given as keywords (``algo="ring"``, ``channels=4``), which override ``options``.
 
     Parameters
     ----------
@@ -339,9 +381,6 @@ def plan_collective(op: str, nbytes: float, ranks: Sequence[int] | np.ndarray, *
         Gather/Scatter each non-root rank's share.
     ranks : sequence of int
         Global ranks in comm-rank order. Send/Recv: ``[sender, receiver]``.
-    algo : str
-        ``auto`` (NCCL's tuner, :func:`sim.planning.tuning.choose_algorithm`), ``ring``, ``tree`` or ``direct``.
-        An algorithm the op does not have falls back to ``auto``.
     root : int
         Root comm rank of Broadcast/Reduce/Gather/Scatter.
     split_bytes : array-like (n, n), optional
@@ -350,31 +389,15 @@ def plan_collective(op: str, nbytes: float, ranks: Sequence[int] | np.ndarray, *
         Server of each rank (NVLink-aware rings, trees, node counts). Default: from ``graph``, else one
         server.
     rings : list of list of int, optional
-        Logged ring orders (global ranks), one per channel; replace the NVLink-aware rings.
-    nchannels, channels : int, optional
-        Channels to use (``channels`` is an alias). Default: NCCL's size rule up to ``max_channels``;
-        for direct ops the number of parts each pair's bytes are split into (default 1).
-    chunk_bytes : float, optional
-        Pipelining grain (default: one NCCL FIFO step of the protocol).
-    max_chunks : int
-        Most chunks per channel and step (plan size knob).
-    max_channels : int
-        Most channels NCCL's size rule may pick.
-    merge_nvlink_channels : bool
-        On a communicator inside one server (no ``nchannels`` given), plan one channel instead of NCCL's
-        count: each GPU has a single NVSwitch port, so channels only split its bandwidth; the link loads
-        and step count are the same with K times fewer flows. False keeps NCCL's channel count.
-    max_transfers : int
-        Plan size budget for ring, chain and tree plans: chunks, then (unless ``nchannels`` is given)
-        channels are reduced until ``channels × edges × chunks`` fits. One chunk is always allowed, and on
-        several servers as many channels as the largest server has GPUs (so every NIC stays in use): a
-        ring over n ranks keeps at least ``steps × n`` transfers per channel.
-    proto : str, optional
-        Force a protocol (default: the tuner's choice).
-    model : sim.planning.tuning.CostModel, optional
-        The machine the tuner sees (default: from ``graph``'s link rates, else H100 defaults).
+        Logged ring orders (global ranks), one per channel; replace the rail-aligned rings.
     graph : networkx.Graph, optional
-        A SPEC §4 topology: servers of ``gpu{rank}`` nodes and link rates.
+        A SPEC §4 topology: servers of ``gpu{rank}`` nodes, link rates and hardware presets.
+    options : PlanOptions, optional
+        How to plan (default: ``PlanOptions()``). An algorithm the op does not have falls back to
+        ``auto``; ``max_transfers`` reduces chunks, then (unless ``nchannels`` is given) channels, but
+        keeps on several servers as many channels as the largest server has GPUs (every NIC in use).
+    **overrides
+        :class:`PlanOptions` fields (and ``channels``, an alias of ``nchannels``).
 
     Returns
     -------
@@ -391,7 +414,16 @@ def plan_collective(op: str, nbytes: float, ranks: Sequence[int] | np.ndarray, *
     >>> p = plan_collective("AllReduce", 8 << 20, range(4), algo="ring", nchannels=2, max_chunks=1)
     >>> len(p), p.algo, p.total_bytes == 2 * 3 / 4 * (8 << 20) * 4
     (48, 'ring', True)
+    >>> q = plan_collective("AllReduce", 8 << 20, range(4), options=PlanOptions(algo="ring", nchannels=2,
+    ...                                                                          max_chunks=1))
+    >>> len(q) == len(p)
+    True
     """
+    opts = PlanOptions.build(options, overrides)
+    algo, proto, nchannels, model = opts.algo, opts.proto, opts.nchannels, opts.model
+    chunk_bytes, max_chunks, max_channels = opts.chunk_bytes, opts.max_chunks, opts.max_channels
+    max_transfers, merge_nvlink_channels = opts.max_transfers, opts.merge_nvlink_channels
+    max_pipeline_transfers = opts.max_pipeline_transfers
     if op not in _OPS:
         raise SimError(f"op {op!r} is not one of: {', '.join(_OPS)}")
     nbytes = float(nbytes)
@@ -400,7 +432,7 @@ def plan_collective(op: str, nbytes: float, ranks: Sequence[int] | np.ndarray, *
     arr = logical.as_ranks(ranks)
     n = len(arr)
     if graph is not None and (server_of is None or model is None):
-        g_server, g_model = _from_graph(graph, arr)
+        g_server, g_model = graph_machine(graph, arr)
         server_of = g_server if server_of is None else server_of
         model = g_model if model is None else model
     model = model or tuning.CostModel()
@@ -413,10 +445,6 @@ def plan_collective(op: str, nbytes: float, ranks: Sequence[int] | np.ndarray, *
         raise SimError(f"{op}: ranks must be [sender, receiver], got {n} ranks")
     if op in _ROOTED and not 0 <= root < n:
         raise SimError(f"{op}: root {root} is not a comm rank of a {n}-rank communicator")
-    if nchannels is None:
-        nchannels = channels
-    if nchannels is not None and nchannels < 1:
-        raise SimError(f"nchannels {nchannels} must be >= 1")
 
     matrix = _split_matrix(split_bytes, nbytes, n) if op == "AllToAll" else None
     size_for_choice = float(matrix.max()) if matrix is not None and n > 1 else nbytes
@@ -425,18 +453,22 @@ def plan_collective(op: str, nbytes: float, ranks: Sequence[int] | np.ndarray, *
     if n <= 1 or total <= 0:
         return TransferPlan.empty(algo, proto)
 
+    srv = {int(r): int(s) for r, s in zip(arr, server, strict=True)}
+
+    def wired(plan: TransferPlan) -> TransferPlan:
+        return _wire_bytes(plan, srv, model)
+
     if algo == "direct":
-        srv = {int(r): int(s) for r, s in zip(arr, server, strict=True)}
         parts = int(nchannels or 1)
         if op == "AllToAll":
             i, j = np.nonzero(matrix)
-            return _direct(arr[i], arr[j], matrix[i, j], parts, srv, proto, algo)
+            return wired(_direct(arr[i], arr[j], matrix[i, j], parts, srv, proto, algo))
         if op in ("Send", "Recv"):
-            return _direct(arr[:1], arr[1:], np.array([nbytes]), parts, srv, proto, algo)
+            return wired(_direct(arr[:1], arr[1:], np.array([nbytes]), parts, srv, proto, algo))
         others = np.delete(arr, root)
         rootv = np.full(n - 1, arr[root])
         s, d = (others, rootv) if op == "Gather" else (rootv, others)
-        return _direct(s, d, np.full(n - 1, nbytes), parts, srv, proto, algo)
+        return wired(_direct(s, d, np.full(n - 1, nbytes), parts, srv, proto, algo))
 
     # edges per channel; a transfer is an edge x chunk
     if algo == "tree":
@@ -457,12 +489,19 @@ def plan_collective(op: str, nbytes: float, ranks: Sequence[int] | np.ndarray, *
         nch = max(floor, min(nch, max_transfers // per_channel))
     ch_bytes = nbytes / nch
     grain = ch_bytes / n if (algo == "ring" and op == "AllReduce") else ch_bytes
-    nchunks = tuning.chunks_for(grain, proto, max_chunks, chunk_bytes)
+    pipelined = algo == "tree" or op in ("Broadcast", "Reduce")
+    if pipelined and max_chunks is None:
+        unit = chunk_bytes if chunk_bytes is not None else tuning.nccl_chunk_bytes(op, algo, proto, nbytes, nch, n,
+                                                                                  nnodes)
+        nchunks = tuning.pipeline_chunks(ch_bytes, unit, per_channel, nch, max_pipeline_transfers)
+    else:
+        nchunks = tuning.chunks_for(grain, proto, tuning.DEFAULT_MAX_CHUNKS if max_chunks is None else max_chunks,
+                                    chunk_bytes)
     nchunks = max(1, min(nchunks, max_transfers // (nch * per_channel)))
     if algo == "tree":
         parents = [logical.rank_tree(arr, server, c, nch) for c in range(nch)]
         edges = _tree_edges(arr, parents, server, ch_bytes, proto)
-        return _assemble(edges, nchunks, False, tuning.tree_base_latency_s(proto), algo, proto)
+        return wired(_assemble(edges, nchunks, False, tuning.tree_base_latency_s(proto), algo, proto))
 
     ring_orders = logical.rings_for_channels(arr, nch, server, rings)
     base, per_step = tuning.ring_step_latency_s(op, proto, n, nnodes, nbytes, model)
@@ -470,8 +509,19 @@ def plan_collective(op: str, nbytes: float, ranks: Sequence[int] | np.ndarray, *
         pos = np.argmax(ring_orders == arr[root], axis=1)
         shift = pos if op == "Broadcast" else pos + 1  # root first (Broadcast) or last (Reduce)
         orders = np.stack([np.roll(r, -int(s)) for r, s in zip(ring_orders, shift, strict=True)])
-        return _assemble(_chain_edges(orders, ch_bytes, per_step), nchunks, False, base, algo, proto)
+        return wired(_assemble(_chain_edges(orders, ch_bytes, per_step), nchunks, False, base, algo, proto))
     # AllReduce: 2(n-1) steps of one n-th of the channel's data; AllGather / ReduceScatter: n-1 steps of
     # one rank's share
     nsteps = per_channel // n
-    return _assemble(_ring_edges(ring_orders, nsteps, grain, per_step), nchunks, True, base, algo, proto)
+    return wired(_assemble(_ring_edges(ring_orders, nsteps, grain, per_step), nchunks, True, base, algo, proto))
+
+
+def _wire_bytes(plan: TransferPlan, server: dict[int, int], model: tuning.CostModel) -> TransferPlan:
+    """The plan with each transfer's bytes as sent on the wire (protocol lines, link efficiency)."""
+    if not model.protocol_overhead or len(plan) == 0:
+        return plan
+    inter = np.fromiter((server[int(a)] != server[int(b)] for a, b in zip(plan.src, plan.dst, strict=True)),
+                        dtype=bool, count=len(plan))
+    factor = np.where(inter, tuning.wire_factor(plan.proto, True, model),
+                      tuning.wire_factor(plan.proto, False, model))
+    return dataclasses.replace(plan, bytes=plan.bytes * factor)

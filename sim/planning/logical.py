@@ -100,18 +100,29 @@ def nvlink_ring(ranks: Sequence[int] | np.ndarray, server_of: Sequence[int] | np
                 channel: int = 0) -> np.ndarray:
     """NVLink-aware ring of one channel: global ranks in ring order.
 
-    A server's GPUs are adjacent; each server's GPUs are rotated by ``channel`` so successive channels
-    cross the network from different GPUs.
+    A server's GPUs are adjacent, and the ring is rail-aligned as NCCL builds it: the GPU with local
+    rank r that leaves a server talks to local rank r of the next server (same rail, same NIC index).
+    Servers alternate direction: an even server (in order of appearance) runs from local rank ``c`` up to
+    ``c - 1``, an odd one from ``c - 1`` down to ``c`` (``c`` = channel mod the server's GPUs), so every
+    network hop joins equal local ranks (with an odd server count, the closing hop cannot). Successive
+    channels cross the network from different GPUs.
 
     Examples
     --------
     >>> nvlink_ring([0, 1, 2, 3, 4, 5], [0, 0, 0, 1, 1, 1]).tolist()
-    [0, 1, 2, 3, 4, 5]
+    [0, 1, 2, 5, 4, 3]
     >>> nvlink_ring([0, 1, 2, 3, 4, 5], [0, 0, 0, 1, 1, 1], channel=1).tolist()
-    [1, 2, 0, 4, 5, 3]
+    [1, 2, 0, 3, 5, 4]
     """
     arr = as_ranks(ranks)
-    parts = [np.roll(g, -(channel % len(g))) for g in server_groups(arr, server_of)]
+    parts = []
+    for k, g in enumerate(server_groups(arr, server_of)):
+        c = channel % len(g)
+        if k % 2 == 0:
+            parts.append(np.roll(g, -c))
+        else:  # from local rank c - 1 down to c: enters on the rail the previous server left from
+            rev = g[::-1]
+            parts.append(np.roll(rev, -(len(g) - 1 - (c - 1) % len(g))))
     return arr[np.concatenate(parts)] if parts else arr
 
 
@@ -147,7 +158,7 @@ def rings_for_channels(ranks: Sequence[int] | np.ndarray, nchannels: int,
     Examples
     --------
     >>> rings_for_channels([0, 1, 2, 3], 2, [0, 0, 1, 1]).tolist()
-    [[0, 1, 2, 3], [1, 0, 3, 2]]
+    [[0, 1, 3, 2], [1, 0, 2, 3]]
     """
     if nchannels < 1:
         raise SimError(f"nchannels {nchannels} must be >= 1")

@@ -9,7 +9,7 @@ Three uses, all pure functions:
 3. ``ideal_time_s`` (alpha-beta closed forms) and the nccl-tests ``algbw`` / ``busbw`` definitions used
    by the result tables.
 
-The constants are those of NCCL 2.19 (``src/graph/tuning.cc``) for H100-class GPUs (SM90) on x86/Intel
+The constants are those of NCCL 2.23 (v2.23.4-1) (``src/graph/tuning.cc``) for H100-class GPUs (SM90) on x86/Intel
 hosts, as summarised in ``docs/performance.md`` §1 of the shared design notes. Latencies are in
 microseconds inside the tables (as NCCL writes them) and in seconds at every public boundary.
 
@@ -32,10 +32,12 @@ from sim.errors import SimError
 
 __all__ = [
     "ALGOS",
+    "ARCHS",
     "PROTOS",
     "CostModel",
     "DEFAULT_MAX_CHANNELS",
     "DEFAULT_MAX_CHUNKS",
+    "DEFAULT_MAX_PIPELINE_TRANSFERS",
     "DEFAULT_MAX_TRANSFERS",
     "algbw_bytes_per_s",
     "algo_bandwidth_bytes_per_s",
@@ -46,14 +48,18 @@ __all__ = [
     "choose_algorithm",
     "chunk_unit_bytes",
     "chunks_for",
+    "nccl_chunk_bytes",
+    "pipeline_chunks",
     "ideal_time_s",
     "nccl_nbytes",
     "nccltests_bytes",
     "p2p_latency_s",
+    "parse_nccl_list",
     "predict_time_s",
     "ring_step_latency_s",
     "supported_algos",
     "tree_hop_latency_s",
+    "wire_factor",
 ]
 
 PROTOS: tuple[str, ...] = ("LL", "LL128", "Simple")
@@ -66,22 +72,29 @@ DEFAULT_MAX_CHANNELS = 8
 DEFAULT_MAX_CHUNKS = 4
 #: Plans shrink chunks, then channels, to stay under this many transfers (the engine makes one flow each).
 DEFAULT_MAX_TRANSFERS = 100_000
+#: Trees and chains (Broadcast/Reduce) chunk as NCCL does, up to this many transfers per plan: their
+#: critical path pays a pipeline fill of (hops - 1) / chunks, so they need NCCL's chunk count (a ring's
+#: does not depend on it), and this bounds the plan instead of ``DEFAULT_MAX_CHUNKS``.
+DEFAULT_MAX_PIPELINE_TRANSFERS = 16_384
 
 _P = {p: i for i, p in enumerate(PROTOS)}
 
-# --- NCCL 2.19 constants (µs; GB/s), indexed [LL, LL128, Simple] -----------------------------------
-_BASE_LAT_US = {"tree": (6.8, 14.0, 0.0), "ring": (6.6, 14.0, 8.4)}
+# --- NCCL 2.23 constants (src/graph/tuning.cc, v2.23.4-1; µs; GB/s), indexed [LL, LL128, Simple] -------
+_BASE_LAT_US = {"tree": (6.8, 14.0, 8.4), "ring": (6.6, 14.0, 8.4)}
 _HW_LAT_US = {
-    "nvlink": {"tree": (0.6, 1.25, 28.0), "ring": (0.6, 1.9, 3.4)},
-    "pci": {"tree": (1.0, 1.9, 28.0), "ring": (1.0, 2.5, 5.7)},
-    "net": {"tree": (5.0, 8.5, 28.0), "ring": (2.7, 4.0, 14.0)},
+    "nvlink": {"tree": (0.6, 1.25, 4.0), "ring": (0.6, 1.9, 3.4)},
+    "pci": {"tree": (1.0, 1.9, 4.0), "ring": (1.0, 2.5, 5.7)},
+    "net": {"tree": (5.0, 8.5, 14.0), "ring": (2.7, 4.0, 14.0)},
 }
-# Per-channel bandwidth caps (GB/s) on Hopper for 1 / 2 / >2 nodes.
-_RING_LL128_MAX_PER_CH = (36.7, 36.7, 36.7)
-_TREE_LL128_MAX_PER_CH = (36.7, 36.7, 29.0)
-_TREE_MAX_PER_CH = (38.7, 41.4, 36.0)
-# LL bandwidth caps (GB/s): single node by GPU (Hopper), multi-node by CPU vendor (Intel / AMD).
-_LL_MAX_BW = {"intel": (87.7, 39.0, 20.4), "amd": (87.7, 22.5, 19.0)}
+#: GPU generations of NCCL's tables (compute-capability index).
+ARCHS: tuple[str, ...] = ("volta", "ampere", "hopper")
+# Per-channel bandwidth caps (GB/s) per generation for 1 / 2 / >2 nodes.
+_RING_LL128_MAX_PER_CH = {"volta": (20.0, 20.0, 20.0), "ampere": (20.0, 20.0, 20.0), "hopper": (36.7, 36.7, 36.7)}
+_TREE_LL128_MAX_PER_CH = {"volta": (20.0, 20.0, 20.0), "ampere": (20.0, 20.0, 20.0), "hopper": (36.7, 36.7, 29.0)}
+_TREE_MAX_PER_CH = {"volta": (26.5, 18.5, 10.0), "ampere": (24.0, 23.6, 17.8), "hopper": (38.7, 41.4, 36.0)}
+# LL bandwidth caps (GB/s): one node by GPU generation, several nodes by CPU vendor (Intel / AMD row).
+_LL_MAX_SINGLE = {"volta": 39.0, "ampere": 87.7, "hopper": 141.0}
+_LL_MAX_BW = {"intel": (39.0, 20.4), "amd": (22.5, 19.0)}
 # NCCL's measured correction of tree bandwidth for medium sizes, by floor(log2(bytes / 64)).
 _TREE_CORRECTION = {
     "LL": (1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0, 1.0, 1.0, 1.0),
@@ -111,6 +124,9 @@ class CostModel:
         NCCL's channel count, which scales the per-channel bandwidth caps (16 on an 8-NIC H100 node).
     cpu : str
         ``"intel"`` or ``"amd"``: NCCL's per-step network overhead (1 or 2 µs) and LL caps.
+    arch : str
+        GPU generation of NCCL's per-channel tables: ``volta``, ``ampere``, ``hopper`` (Blackwell has no
+        row in 2.23; ``topologies.hardware`` maps b200 to hopper).
     ll128 : bool
         Whether LL128 is enabled (NCCL enables it on NVLink-connected Volta/Ampere/Hopper).
     tree_correction : bool
@@ -118,15 +134,33 @@ class CostModel:
     plateau_factor : float
         Multiplier of the latency of large multi-node ring/Simple AllReduce (NCCL: 1.4 on SM80+, 1.9 on
         older GPUs; ``performance.md`` quotes the older 1.9).
+    nvlink_efficiency, nic_efficiency : float
+        Payload share of the NVLink / NIC line rate NCCL reaches (``topologies.hardware``; 1 = line rate).
+    protocol_overhead : bool
+        Charge each protocol's wire bytes in plans (LL 16 per 8 of payload, LL128 128 per 120) and the
+        efficiencies above (on with a hardware preset; off keeps the alpha-beta closed forms exact).
+    net_latency_us : float
+        Latency the net plugin reports (``ncclNetProperties.latency``), added to every inter-node step
+        (twice for Simple), as NCCL's tuner does.
+    algos, protos : tuple of str, optional
+        The algorithms / protocols the tuner may pick (``NCCL_ALGO`` / ``NCCL_PROTO``); ``None`` allows
+        all. See :func:`parse_nccl_list`.
     """
 
     intra_bw_bytes_per_s: float = 450e9
     inter_bw_bytes_per_s: float = 50e9
     nchannels: int = 16
     cpu: str = "intel"
+    arch: str = "hopper"
     ll128: bool = True
     tree_correction: bool = True
     plateau_factor: float = 1.4
+    algos: tuple[str, ...] | None = None
+    protos: tuple[str, ...] | None = None
+    nvlink_efficiency: float = 1.0
+    nic_efficiency: float = 1.0
+    protocol_overhead: bool = False
+    net_latency_us: float = 0.0
 
     def __post_init__(self) -> None:
         if not (self.intra_bw_bytes_per_s > 0 and self.inter_bw_bytes_per_s > 0):
@@ -135,6 +169,16 @@ class CostModel:
             raise SimError(f"cost model: nchannels {self.nchannels} must be >= 1")
         if self.cpu not in _LL_MAX_BW:
             raise SimError(f"cost model: cpu {self.cpu!r} is not one of: intel, amd")
+        if self.arch not in ARCHS:
+            raise SimError(f"cost model: arch {self.arch!r} is not one of: {', '.join(ARCHS)}")
+        for name in ("nvlink_efficiency", "nic_efficiency"):
+            if not 0 < getattr(self, name) <= 1:
+                raise SimError(f"cost model: {name} {getattr(self, name)} must be in (0, 1]")
+        if not self.net_latency_us >= 0:
+            raise SimError(f"cost model: net_latency_us {self.net_latency_us} must be >= 0")
+        for name, allowed, known in (("algos", self.algos, ALGOS), ("protos", self.protos, PROTOS)):
+            if allowed is not None and (not allowed or any(a not in known for a in allowed)):
+                raise SimError(f"cost model: {name} {allowed!r} must name some of: {', '.join(known)}")
 
     @property
     def net_overhead_us(self) -> float:
@@ -143,6 +187,55 @@ class CostModel:
 
 
 _DEFAULT_MODEL = CostModel()
+_NCCL_NAMES = {"ring": "ring", "tree": "tree", "direct": "direct", "ll": "LL", "ll128": "LL128",
+               "simple": "Simple"}
+
+
+def parse_nccl_list(text: str | None, kind: str) -> tuple[str, ...] | None:
+    """An ``NCCL_ALGO`` / ``NCCL_PROTO`` value as the tuple of allowed names (``None``: all allowed).
+
+    Case-insensitive, comma-separated; a leading ``^`` excludes the listed names instead, as NCCL reads
+    them. Names NCCL has but collsim does not plan (NVLS, NVLSTree, CollNet*, PAT) are refused.
+
+    Parameters
+    ----------
+    text : str or None
+        The value (``"Ring,Tree"``, ``"^LL"``); empty or ``None`` allows all.
+    kind : {"algo", "proto"}
+
+    Returns
+    -------
+    tuple of str or None
+
+    Raises
+    ------
+    SimError
+        An unknown name, or a list that allows nothing.
+
+    Examples
+    --------
+    >>> parse_nccl_list("ring", "algo")
+    ('ring',)
+    >>> parse_nccl_list("^LL", "proto")
+    ('LL128', 'Simple')
+    """
+    if kind not in ("algo", "proto"):
+        raise SimError(f"kind {kind!r} is not one of: algo, proto")
+    if text is None or not str(text).strip():
+        return None
+    known = ALGOS if kind == "algo" else PROTOS
+    raw = str(text).strip()
+    exclude = raw.startswith("^")
+    names = []
+    for item in filter(None, (x.strip() for x in raw.lstrip("^").split(","))):
+        name = _NCCL_NAMES.get(item.lower())
+        if name is None or name not in known:
+            raise SimError(f"NCCL_{kind.upper()} {raw!r}: {item!r} is not one of: {', '.join(known)}")
+        names.append(name)
+    out = tuple(k for k in known if (k in names) != exclude)
+    if not out:
+        raise SimError(f"NCCL_{kind.upper()} {raw!r} allows no {kind}")
+    return out
 
 
 def _check_proto(proto: str) -> int:
@@ -189,28 +282,30 @@ def nccl_nbytes(op: str, nbytes: float, nranks: int) -> float:
 
 
 def _nccl_steps(op: str, nranks: int, nnodes: int) -> tuple[int, int]:
-    """NCCL's (nsteps, nInterSteps) of a ring collective (tuning.cc, 2.19)."""
+    """NCCL's (nsteps, nInterSteps) of a ring collective (tuning.cc, 2.23)."""
     if op == "AllReduce":
-        return 2 * (nranks - 1), (2 * nnodes if nnodes > 1 else 0)
+        return 2 * (nranks - 1), (2 * (nnodes - 1) if nnodes > 1 else 0)
     if op in ("AllGather", "ReduceScatter"):
         return nranks - 1, nnodes - 1
     return nranks, nnodes
 
 
-def _ring_busbw(model: CostModel, nnodes: int) -> float:
-    # Multi-node rings run at the network speed (NCCL's ring search sets bwIntra = bwInter).
+def _ring_busbw(model: CostModel, nnodes: int, ppn: float) -> float:
+    # NCCL's busBw is nChannels x the graph's per-channel bandwidth. A multi-node ring's channels leave
+    # each server from different GPUs, so together they use every NIC of the server (ppn NICs of the
+    # per-GPU rate) and the search caps the per-channel speed at the network's (bwIntra = bwInter).
     if nnodes <= 1:
         return model.intra_bw_bytes_per_s
-    return min(model.intra_bw_bytes_per_s, model.inter_bw_bytes_per_s)
+    return min(model.intra_bw_bytes_per_s, max(ppn, 1.0) * model.inter_bw_bytes_per_s)
 
 
-def _tree_busbw(model: CostModel, nnodes: int) -> float:
-    # NCCL raises a tree's intra speed up to twice the inter speed when it spans <= 2 nodes.
+def _tree_busbw(model: CostModel, nnodes: int, ppn: float) -> float:
+    # Trees' channels also spread over the server's NICs; NCCL raises a tree's intra speed up to twice
+    # the inter speed when it spans <= 2 nodes (each node talks to one peer node per tree).
     if nnodes <= 1:
         return model.intra_bw_bytes_per_s
-    if nnodes == 2:
-        return min(model.intra_bw_bytes_per_s, 2.0 * model.inter_bw_bytes_per_s)
-    return model.inter_bw_bytes_per_s
+    nic = max(ppn, 1.0) * model.inter_bw_bytes_per_s
+    return min(model.intra_bw_bytes_per_s, (2.0 if nnodes == 2 else 1.0) * nic)
 
 
 def algo_bandwidth_bytes_per_s(op: str, algo: str, proto: str, nranks: int, nnodes: int,
@@ -234,24 +329,24 @@ def algo_bandwidth_bytes_per_s(op: str, algo: str, proto: str, nranks: int, nnod
     ni = _node_index(nnodes)
     nch = model.nchannels
     ppn = nranks / max(nnodes, 1)
-    ll_max = _LL_MAX_BW[model.cpu][ni] * 1e9
+    arch = model.arch
+    ll_max = (_LL_MAX_SINGLE[arch] if ni == 0 else _LL_MAX_BW[model.cpu][ni - 1]) * 1e9
     if algo == "ring":
-        bus = _ring_busbw(model, nnodes)
+        bus = _ring_busbw(model, nnodes, ppn)
         if p == 0:
-            single_node_bcastish = nnodes <= 1 and op not in ("AllReduce", "Reduce")
-            bus = min(ll_max, bus * (1 / 3 if single_node_bcastish else 1 / 4))
+            bus = min(ll_max, bus * 0.5)
         elif p == 1:
-            bus = min(bus * (0.7 if ppn < 2 else 0.92), nch * _RING_LL128_MAX_PER_CH[ni] * 1e9)
+            bus = min(bus * 0.92, nch * _RING_LL128_MAX_PER_CH[arch][ni] * 1e9)
         nsteps, _ = _nccl_steps(op, nranks, nnodes)
         return bus * nranks / nsteps
     if algo == "tree":
         if op != "AllReduce":
             return 0.0
-        bus = min(_tree_busbw(model, nnodes) * 0.92, nch * _TREE_MAX_PER_CH[ni] * 1e9)
+        bus = min(_tree_busbw(model, nnodes, ppn) * 0.92, nch * _TREE_MAX_PER_CH[arch][ni] * 1e9)
         if p == 0:
             bus = min(bus / 3.8, ll_max)
         elif p == 1:
-            bus = min(bus * (7 / 9 if nnodes <= 1 else 120 / 128), nch * _TREE_LL128_MAX_PER_CH[ni] * 1e9)
+            bus = min(bus * (7 / 9 if nnodes <= 1 else 120 / 128), nch * _TREE_LL128_MAX_PER_CH[arch][ni] * 1e9)
         return bus * 0.5
     raise SimError(f"algorithm {algo!r} has no NCCL bandwidth model (ring, tree)")
 
@@ -266,10 +361,10 @@ def algo_latency_s(op: str, algo: str, proto: str, nranks: int, nnodes: int,
 
     Examples
     --------
-    2 nodes × 8 GPUs, ring AllReduce, Simple: 8.4 + (30 − 4)·3.4 + 4·14 = 152.8 µs.
+    2 nodes × 8 GPUs, ring AllReduce, Simple: 8.4 + (30 − 2)·3.4 + 2·14 = 131.6 µs.
 
     >>> round(algo_latency_s("AllReduce", "ring", "Simple", 16, 2) * 1e6, 1)
-    152.8
+    131.6
     """
     model = model or _DEFAULT_MODEL
     p = _check_proto(proto)
@@ -277,7 +372,11 @@ def algo_latency_s(op: str, algo: str, proto: str, nranks: int, nnodes: int,
         raise SimError(f"algorithm {algo!r} has no NCCL latency model (ring, tree)")
     base = _BASE_LAT_US[algo][p]
     intra = _HW_LAT_US["nvlink"][algo][p]
-    inter = _HW_LAT_US["net"][algo][p]
+    # with one GPU per node the latencies are fully exposed: NCCL charges the tree's network latency;
+    # then the net plugin's reported latency, once more for Simple's flush (tuning.cc 2.23)
+    one_ppn = nnodes > 1 and nranks == nnodes
+    inter = _HW_LAT_US["net"]["tree" if one_ppn else algo][p]
+    inter += model.net_latency_us * (2.0 if proto == "Simple" else 1.0)
     if algo == "ring":
         nsteps, ninter = _nccl_steps(op, nranks, nnodes)
         link = "nvlink" if nnodes <= 1 else "net"
@@ -358,12 +457,21 @@ def choose_algorithm(op: str, nbytes: float, nranks: int, nnodes: int, algo: str
         raise SimError(f"algo {algo!r} is not one of: auto, ring, tree, direct")
     if proto is not None:
         _check_proto(proto)
+    allowed_protos = model.protos or PROTOS
     if algos == ("direct",):
-        return "direct", proto or ("LL" if nbytes <= _P2P_LL_THRESHOLD_BYTES else "Simple")
+        if proto is None:
+            proto = "LL" if nbytes <= _P2P_LL_THRESHOLD_BYTES and "LL" in allowed_protos else "Simple"
+        return "direct", proto
+    if algo == "auto" and model.algos is not None:
+        # NCCL_ALGO narrows the tuner's choice; an op none of whose algorithms is allowed keeps its own
+        algo = next((a for a in algos if a in model.algos), "auto")
+        if sum(a in model.algos for a in algos) > 1:
+            algo = "auto"
+            algos = tuple(a for a in algos if a in model.algos)
     candidates = algos if algo == "auto" or algo not in algos else (algo,)
     if nranks <= 1:
         return candidates[0] if "ring" not in candidates else "ring", proto or "Simple"
-    protos = (proto,) if proto is not None else PROTOS
+    protos = (proto,) if proto is not None else allowed_protos
     best: tuple[float, str, str] | None = None
     for a in candidates:
         for p in protos:
@@ -402,6 +510,30 @@ def ring_step_latency_s(op: str, proto: str, nranks: int, nnodes: int, nbytes: f
     total *= _plateau(op, "ring", proto, size, nranks, nnodes, model)
     steps = 2 * (nranks - 1) if op == "AllReduce" else nranks - 1
     return base, max(total - base, 0.0) / steps
+
+
+_WIRE = {"LL": 2.0, "LL128": 128.0 / 120.0, "Simple": 1.0}
+
+
+def wire_factor(proto: str, inter_node: bool, model: CostModel | None = None) -> float:
+    """Wire bytes per payload byte of a transfer: the protocol's lines and the link's efficiency.
+
+    1 unless ``model.protocol_overhead``; then LL 16/8, LL128 128/120, Simple 1, divided by the NVLink
+    or NIC efficiency.
+
+    Examples
+    --------
+    >>> wire_factor("LL", True)
+    1.0
+    >>> wire_factor("LL", True, CostModel(protocol_overhead=True, nic_efficiency=0.5))
+    4.0
+    """
+    p = _check_proto(proto)
+    model = model or _DEFAULT_MODEL
+    if not model.protocol_overhead:
+        return 1.0
+    eff = model.nic_efficiency if inter_node else model.nvlink_efficiency
+    return _WIRE[PROTOS[p]] / eff
 
 
 def tree_hop_latency_s(proto: str, inter_node: bool) -> float:
@@ -486,6 +618,56 @@ def chunks_for(step_bytes: float, proto: str, max_chunks: int = DEFAULT_MAX_CHUN
     if unit <= 0:
         raise SimError(f"chunk_bytes {chunk_bytes} must be > 0")
     return int(max(1, min(max_chunks, math.ceil(step_bytes / unit))))
+
+
+def nccl_chunk_bytes(op: str, algo: str, proto: str, nbytes: float, nchannels: int, nranks: int,
+                     nnodes: int) -> float:
+    """Payload of one NCCL chunk (bytes), as ``enqueue.cc`` (2.23) sizes it.
+
+    One FIFO step of payload (``buffSize / NCCL_STEPS``: Simple 512 KiB, LL 32 KiB, LL128 576,000 B) times
+    the chunk steps (ring Simple AllReduce/AllGather/ReduceScatter: 4; trees, Broadcast, Reduce: 1); tree
+    LL128 halves it while a channel would get too few chunks (``nBytes / (nChannels * chunk) <
+    nsteps * 64 / ppn`` down to 128 KiB, ``* 16`` down to 32 KiB, ``nsteps = 1 + log2(nNodes) + 0.1 ppn``).
+
+    Examples
+    --------
+    >>> nccl_chunk_bytes("AllReduce", "tree", "Simple", 1 << 30, 8, 16, 2)
+    524288
+    >>> nccl_chunk_bytes("AllReduce", "ring", "Simple", 1 << 30, 8, 16, 2)
+    2097152
+    """
+    _check_proto(proto)
+    chunk = _STEP_PAYLOAD_BYTES[proto]
+    if algo == "ring" and proto == "Simple" and op in ("AllReduce", "AllGather", "ReduceScatter"):
+        chunk *= 4  # ALLREDUCE_CHUNKSTEPS = NCCL_STEPS / 2 (collectives.h)
+    if algo == "tree" and proto == "LL128":
+        nodes = max(int(nnodes), 1)
+        ppn = nranks / nodes
+        nsteps = 1 + int(math.floor(math.log2(nodes))) + 0.1 * ppn
+        size = nccl_nbytes(op, nbytes, nranks)
+        while size // (nchannels * chunk) < nsteps * 64 / ppn and chunk > 131072:
+            chunk //= 2
+        while size // (nchannels * chunk) < nsteps * 16 / ppn and chunk > 32768:
+            chunk //= 2
+    return chunk
+
+
+def pipeline_chunks(ch_bytes: float, chunk_bytes: float, per_channel: int, nchannels: int,
+                    max_transfers: int = DEFAULT_MAX_PIPELINE_TRANSFERS) -> int:
+    """Chunks per channel of a tree or chain: ``ceil(ch_bytes / chunk_bytes)``, at least 1, at most what
+    keeps ``nchannels x per_channel x chunks`` within ``max_transfers``.
+
+    Examples
+    --------
+    >>> pipeline_chunks(64 << 20, 512 << 10, 30, 8)
+    68
+    """
+    if max_transfers < 1:
+        raise SimError(f"max_pipeline_transfers {max_transfers} must be >= 1")
+    if not chunk_bytes > 0:
+        raise SimError(f"chunk_bytes {chunk_bytes} must be > 0")
+    want = max(1, math.ceil(ch_bytes / chunk_bytes))
+    return int(max(1, min(want, max_transfers // max(1, nchannels * per_channel))))
 
 
 # --- closed forms and nccl-tests definitions ----------------------------------------------------------

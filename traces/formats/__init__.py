@@ -1,1 +1,4 @@
 """traces.formats."""
+
+
+__all__ = []

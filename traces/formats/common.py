@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,8 +15,11 @@ import pandas as pd
 from traces.ingest_report import IngestReport
 from traces.schema import DTYPE_BYTES, METADATA_KEY, P2P_OPS, TraceError, new_metadata, validate
 
-__all__ = ["Ignored", "RankMap", "RowSink", "as_int", "finish_frame", "parse_int_list", "split_bytes_of",
+__all__ = ["Progress", "Ignored", "RankMap", "RowSink", "as_int", "finish_frame", "parse_int_list", "split_bytes_of",
            "torch_count", "torch_dtype", "torch_op"]
+
+#: A progress callback: called with the fraction of the input read so far (None: no progress).
+Progress = Callable[[float], Any] | None
 
 
 def as_int(value: Any) -> int | None:

@@ -26,9 +26,10 @@ from typing import Any
 
 import pandas as pd
 
+from traces.formats.common import Progress, RankMap, RowSink, as_int, finish_frame
+from traces.formats.files import read_text
 from traces.formats.jsonstream import Bad, iter_objects
 from traces.ingest_report import IngestReport
-from traces.readers import Progress, RankMap, RowSink, as_int, finish_frame, read_text
 from traces.schema import P2P_OPS, ROOTED_OPS
 
 #: Inspector function names (``ncclFuncToString``) -> schema ops.
@@ -174,3 +175,6 @@ def read_inspector(paths: list[Path], *, strict: bool = False, progress: Progres
 def _known(value: Any) -> str:
     text = "" if value is None else str(value)
     return "" if text.lower() in ("", "unknown") else text
+
+
+__all__ = ["looks_like_inspector", "looks_like_inspector_prometheus", "read_inspector"]

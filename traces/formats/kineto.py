@@ -29,20 +29,20 @@ from typing import Any
 
 import pandas as pd
 
-from traces.ingest_report import IngestReport
-from traces.readers import (
+from traces.formats.common import (
     Ignored,
     Progress,
     RowSink,
     as_int,
     finish_frame,
-    load_json,
     parse_int_list,
     split_bytes_of,
     torch_count,
     torch_dtype,
     torch_op,
 )
+from traces.formats.files import load_json
+from traces.ingest_report import IngestReport
 from traces.schema import DTYPE_BYTES, P2P_OPS, ROOTED_OPS, TraceError
 
 _LAUNCH_CATS = ("cuda_runtime", "cuda_driver")
@@ -356,3 +356,6 @@ def _add_annotation(path: Path, index: int, event: dict[str, Any], rank: int, wo
     duration_s, device = kernels.timing(event)
     sink.add(rank=rank, comm=comm, op=op, count=count, dtype=dtype, nranks=nranks,
              t_us=float(event["ts"]) + base_us, duration_s=duration_s, device=device, order=index)
+
+
+__all__ = ["looks_like_kineto", "read_kineto"]

@@ -28,9 +28,10 @@ from typing import Any
 
 import pandas as pd
 
+from traces.formats.common import Progress, RankMap, RowSink, as_int, finish_frame
+from traces.formats.files import read_text
 from traces.formats.jsonstream import Bad, iter_objects
 from traces.ingest_report import IngestReport
-from traces.readers import Progress, RankMap, RowSink, as_int, finish_frame, read_text
 from traces.schema import NCCL_DTYPE_CODES, P2P_OPS, ROOTED_OPS, dtype_name
 
 _OPS = {
@@ -187,3 +188,6 @@ def read_nccl_profiler(paths: list[Path], *, strict: bool = False, progress: Pro
     comms = {c: m for c, m in ranks.members.items() if c not in ranks.unknown}
     return finish_frame(sink, comms=comms, world_size=ranks.world_size or None, source="nccl-profiler",
                         report=report, gpus_per_node=None), report
+
+
+__all__ = ["looks_like_nccl_profiler", "read_nccl_profiler"]

@@ -20,21 +20,21 @@ from typing import Any
 
 import pandas as pd
 
-from traces.formats.pytorch_et import looks_like_et, read_et_file
-from traces.ingest_report import IngestReport
-from traces.readers import (
+from traces.formats.common import (
     Ignored,
     Progress,
     RowSink,
     as_int,
     finish_frame,
-    load_json,
     parse_int_list,
     split_bytes_of,
     torch_count,
     torch_dtype,
     torch_op,
 )
+from traces.formats.files import load_json
+from traces.formats.pytorch_et import looks_like_et, read_et_file
+from traces.ingest_report import IngestReport
 from traces.schema import DTYPE_BYTES, P2P_OPS, ROOTED_OPS, TraceError
 
 _DIGITS = re.compile(r"(\d+)")
@@ -188,3 +188,6 @@ def _read_basic(path: Path, records: list[Any], sink: RowSink, comms: dict[str, 
         sink.add(rank=rank, comm=comm, op=op, count=count, dtype=dtype, nranks=nranks, root=root, t_us=t_us,
                  context=context, split_bytes=split, peer=peer, order=index)
     return largest
+
+
+__all__ = ["looks_like_param", "looks_like_param_basic", "read_param"]

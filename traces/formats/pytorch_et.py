@@ -25,8 +25,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from traces.ingest_report import IngestReport
-from traces.readers import (
+from traces.formats.common import (
     Ignored,
     RowSink,
     as_int,
@@ -36,6 +35,7 @@ from traces.readers import (
     torch_dtype,
     torch_op,
 )
+from traces.ingest_report import IngestReport
 from traces.schema import DTYPE_BYTES, P2P_OPS, ROOTED_OPS, TraceError
 
 _TENSOR_TYPE = re.compile(r"Tensor\(([^)]*)\)")
@@ -239,3 +239,6 @@ def _comm_of(call: _Call, pg_table: dict[str, list[int] | int], ptr_comms: dict[
         comm = ptr_comms.setdefault(call.pg_ptr, f"pg#{len(ptr_comms)}")
         return comm, list(range(world)) if world else None
     return "pg:?", None
+
+
+__all__ = ["looks_like_et", "read_et_file"]

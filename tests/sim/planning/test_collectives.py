@@ -317,7 +317,7 @@ def test_servers_and_rates_from_a_topology_graph():
         g.add_edge(f"gpu{r}", f"nvs{[1, 0, 1, 0][r]}", kind="nvlink", capacity_gbps=3600.0)
         g.add_edge(f"gpu{r}", "leaf", kind="access", capacity_gbps=400.0)
     plan = plan_collective("AllGather", 1 << 20, range(4), algo="ring", graph=g, nchannels=1)
-    ring = [0, 2, 1, 3]  # servers by first appearance: server 1 (gpu0, gpu2) then server 0
+    ring = [0, 2, 3, 1]  # servers by first appearance: server 1 (gpu0, gpu2), then server 0 backward
     succ = dict(zip(ring, ring[1:] + ring[:1], strict=True))
     assert all(succ[s] == d for s, d in zip(plan.src.tolist(), plan.dst.tolist(), strict=True))
     with pytest.raises(SimError, match="gpu9"):

@@ -69,7 +69,21 @@ def test_ring_channels_leave_servers_from_every_gpu():
 
 def test_servers_ordered_by_first_appearance():
     ring = logical.nvlink_ring([5, 6, 7, 8], [9, 2, 9, 2])
-    assert ring.tolist() == [5, 7, 6, 8]
+    assert ring.tolist() == [5, 7, 8, 6]  # server 9 first; server 2 (odd) runs backward: rail-aligned
+
+
+@given(st.integers(2, 6).map(lambda m: 2 * (m // 2)), st.integers(1, 8), st.integers(0, 15))
+def test_rings_are_rail_aligned(servers, gpus, channel):
+    # every network hop joins equal local ranks (an even server count closes the ring on a rail too)
+    ranks, server_of = _layout([gpus] * servers)
+    ring = logical.nvlink_ring(ranks, server_of, channel)
+    local = {int(r): i % gpus for i, r in enumerate(ranks)}
+    srv = {int(r): int(s) for r, s in zip(ranks, server_of, strict=True)}
+    hops = list(zip(ring, np.roll(ring, -1), strict=True))
+    cross = [(a, b) for a, b in hops if srv[int(a)] != srv[int(b)]]
+    assert len(cross) == servers
+    assert all(local[int(a)] == local[int(b)] for a, b in cross)
+    assert sorted(ring.tolist()) == sorted(ranks.tolist())
 
 
 def test_logged_rings_replace_built_ones_and_are_checked():

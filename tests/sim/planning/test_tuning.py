@@ -27,18 +27,21 @@ US = 1e-6
         ("AllReduce", "ring", "Simple", 8, 1, 8.4 + 14 * 3.4),
         # ring AllReduce LL, one node: 6.6 + 14 × 0.6
         ("AllReduce", "ring", "LL", 8, 1, 6.6 + 14 * 0.6),
-        # 2 nodes × 8: nsteps 30, nInter 2·2 = 4, intra max(3.4, 3·1) = 3.4
-        ("AllReduce", "ring", "Simple", 16, 2, 8.4 + 26 * 3.4 + 4 * 14),
-        # 4 nodes × 8, LL: nsteps 62, nInter 8, intra max(0.6, 1) = 1
-        ("AllReduce", "ring", "LL", 32, 4, 6.6 + 54 * 1.0 + 8 * 2.7),
+        # 2 nodes × 8: nsteps 30, nInter 2(2 − 1) = 2 (NCCL 2.23), intra max(3.4, 3·1) = 3.4
+        ("AllReduce", "ring", "Simple", 16, 2, 8.4 + 28 * 3.4 + 2 * 14),
+        # 4 nodes × 8, LL: nsteps 62, nInter 6, intra max(0.6, 1) = 1
+        ("AllReduce", "ring", "LL", 32, 4, 6.6 + 56 * 1.0 + 6 * 2.7),
+        # 4 nodes × 1 GPU (ppn 1): inter steps pay the tree's NET latency (LL128 8.5, not 4.0)
+        ("AllReduce", "ring", "LL128", 4, 4, 14.0 + 6 * 8.5),
         # AllGather 4 × 8, LL128: nsteps 31, nInter 3, intra max(1.9, 1) = 1.9
         ("AllGather", "ring", "LL128", 32, 4, 14 + 28 * 1.9 + 3 * 4.0),
         # tree LL, 4 nodes × 8: 6.8 + 2(7 × 0.6 + log2(4) × 5)
         ("AllReduce", "tree", "LL", 32, 4, 6.8 + 2 * (7 * 0.6 + 2 * 5.0)),
         # tree Simple, one node of 8: 0 + 2(7 × 28)
-        ("AllReduce", "tree", "Simple", 8, 1, 2 * 7 * 28.0),
-        # Broadcast, 2 nodes, Simple: 8.4 + nsteps(16) × tree NET Simple 28
-        ("Broadcast", "ring", "Simple", 16, 2, 8.4 + 16 * 28.0),
+        # NCCL 2.23: tree Simple base 8.4, NVLink 4.0, NET 14 per hop
+        ("AllReduce", "tree", "Simple", 8, 1, 8.4 + 2 * 7 * 4.0),
+        # Broadcast, 2 nodes, Simple: 8.4 + nsteps(16) × tree NET Simple 14
+        ("Broadcast", "ring", "Simple", 16, 2, 8.4 + 16 * 14.0),
         # Broadcast, one node, LL: 6.6 + 8 × 0.6
         ("Broadcast", "ring", "LL", 8, 1, 6.6 + 8 * 0.6),
     ],
@@ -51,13 +54,14 @@ def test_latency_matches_hand_formulas(op, algo, proto, n, nodes, expected_us):
     ("op", "algo", "proto", "n", "nodes", "expected_gbps"),
     [
         ("AllReduce", "ring", "Simple", 8, 1, 450 * 8 / 14),
-        ("AllReduce", "ring", "Simple", 32, 4, 50 * 32 / 62),          # network-bound ring
-        ("AllReduce", "ring", "LL", 32, 4, min(50 / 4, 20.4) * 32 / 62),
-        ("AllReduce", "ring", "LL128", 32, 4, min(50 * 0.92, 16 * 36.7) * 32 / 62),
-        ("AllGather", "ring", "LL", 8, 1, min(450 / 3, 87.7) * 8 / 7),  # single-node LL: ×1/3
-        ("AllReduce", "tree", "Simple", 32, 4, min(50 * 0.92, 16 * 36.0) / 2),
-        ("AllReduce", "tree", "Simple", 16, 2, min(100 * 0.92, 16 * 41.4) / 2),  # 2 nodes: 2× NIC
-        ("AllReduce", "tree", "LL", 32, 4, min(50 * 0.92 / 3.8, 20.4) / 2),
+        # multi-node rings: the channels use all 8 NICs of a server (8 x 50 GB/s), below NVLink's 450
+        ("AllReduce", "ring", "Simple", 32, 4, 400 * 32 / 62),
+        ("AllReduce", "ring", "LL", 32, 4, min(400 / 4, 20.4) * 32 / 62),
+        ("AllReduce", "ring", "LL128", 32, 4, min(400 * 0.92, 16 * 36.7) * 32 / 62),
+        ("AllGather", "ring", "LL", 8, 1, min(450 * 0.5, 141.0) * 8 / 7),  # ring LL x0.5, Hopper cap 141
+        ("AllReduce", "tree", "Simple", 32, 4, min(400 * 0.92, 16 * 36.0) / 2),
+        ("AllReduce", "tree", "Simple", 16, 2, min(450 * 0.92, 16 * 41.4) / 2),  # 2 nodes: 2x NICs, NVLink-bound
+        ("AllReduce", "tree", "LL", 32, 4, min(400 * 0.92 / 3.8, 20.4) / 2),
     ],
 )
 def test_bandwidth_matches_hand_formulas(op, algo, proto, n, nodes, expected_gbps):
@@ -66,15 +70,15 @@ def test_bandwidth_matches_hand_formulas(op, algo, proto, n, nodes, expected_gbp
 
 
 def test_auto_choice_small_multinode_allreduce_is_tree_ll():
-    # 1 KiB on 4 × 8: tree LL 35.2 µs latency beats ring LL 82.2 µs; bandwidth terms < 1 µs
+    # 1 KiB on 4 × 8: tree LL 35.2 µs latency beats ring LL 78.8 µs; bandwidth terms < 1 µs
     assert tuning.choose_algorithm("AllReduce", 1024, 32, 4) == ("tree", "LL")
 
 
 def test_auto_choice_large_multinode_allreduce_is_ring_simple():
-    # 1 GiB on 4 × 8: ring Simple 1 GiB / (50·32/62 GB/s) = 41.6 ms + 0.43 ms, tree Simple
-    # 1 GiB / 23 GB/s = 46.7 ms, ring LL128 1 GiB / (46·32/62 GB/s) = 45.2 ms
-    ring = 2**30 / (50e9 * 32 / 62) + 1.4 * (8.4 + 54 * 3.4 + 8 * 14) * US
-    tree = 2**30 / 23e9 + 2 * (7 * 28 + 2 * 28) * US
+    # 1 GiB on 4 × 8: ring Simple 1 GiB / (400·32/62 GB/s) = 5.2 ms + 0.43 ms, tree Simple
+    # 1 GiB / 184 GB/s = 5.8 ms + 0.5 ms, ring LL128 1 GiB / (368·32/62 GB/s) = 5.65 ms
+    ring = 2**30 / (400e9 * 32 / 62) + 1.4 * (8.4 + 56 * 3.4 + 6 * 14) * US
+    tree = 2**30 / 184e9 + (8.4 + 2 * (7 * 4.0 + 2 * 14.0)) * US
     assert ring < tree
     assert tuning.choose_algorithm("AllReduce", 2**30, 32, 4) == ("ring", "Simple")
     assert tuning.predict_time_s("AllReduce", 2**30, 32, 4, "ring", "Simple") == pytest.approx(ring)
@@ -85,10 +89,15 @@ def test_auto_choice_single_node_small_is_ring_ll():
     assert tuning.choose_algorithm("AllReduce", 1024, 8, 1) == ("ring", "LL")
 
 
-def test_two_nodes_large_allreduce_prefers_tree():
-    # performance.md: at 2 nodes the tree moves ~S per node; NCCL lets its intra speed reach 2× NIC.
-    # 1 GiB on 2 × 8: tree Simple 1 GiB / (92/2 GB/s) = 23.3 ms vs ring 1 GiB / (50·16/30) = 40.3 ms
-    assert tuning.choose_algorithm("AllReduce", 2**30, 16, 2) == ("tree", "Simple")
+def test_two_nodes_large_allreduce_tree_when_the_nics_are_slower_than_half_nvlink():
+    # performance.md (A3 Mega, 8 x 200G per node): at 2 nodes the tree moves ~S per node; NCCL lets its
+    # intra speed reach 2x the NICs. 1 GiB on 2 x 8, 25 GB/s per GPU: tree Simple 1 GiB / (368/2 GB/s)
+    # = 5.8 ms vs ring 1 GiB / (200·16/30 GB/s) = 10.1 ms.
+    a3mega = tuning.CostModel(inter_bw_bytes_per_s=25e9)
+    assert tuning.choose_algorithm("AllReduce", 2**30, 16, 2, model=a3mega) == ("tree", "Simple")
+    # with one 400G NIC per GPU the ring's 8 NICs (400 GB/s) beat the NVLink-bound tree, as in NCCL's model:
+    # ring 1 GiB / (400·16/30) = 5.03 ms + 0.21 ms vs tree 1 GiB / (414/2) = 5.19 ms + 0.45 ms
+    assert tuning.choose_algorithm("AllReduce", 2**30, 16, 2) == ("ring", "Simple")
 
 
 @pytest.mark.parametrize("op", ["AllGather", "ReduceScatter", "Broadcast", "Reduce"])
@@ -132,7 +141,7 @@ def test_ring_step_latency_spreads_nccl_latency_over_plan_steps():
 
 def test_plateau_applies_to_large_multinode_ring_simple_allreduce():
     base, step = tuning.ring_step_latency_s("AllReduce", "Simple", 16, 2, 1 << 30)
-    assert base + 30 * step == pytest.approx(1.4 * (8.4 + 26 * 3.4 + 4 * 14) * US)
+    assert base + 30 * step == pytest.approx(1.4 * (8.4 + 28 * 3.4 + 2 * 14) * US)
 
 
 def test_direct_latencies():

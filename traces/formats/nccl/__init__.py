@@ -1,1 +1,4 @@
 """traces.formats.nccl."""
+
+
+__all__ = []

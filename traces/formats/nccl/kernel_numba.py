@@ -547,3 +547,10 @@ def distinct_spans(a: np.ndarray, buf: bytes, start: np.ndarray, end: np.ndarray
                                             dtype=object))
         return codes, list(uniq)
     return codes, [buf[s:e] for s, e in zip(start[first].tolist(), end[first].tolist(), strict=True)]
+
+
+__all__ = ["C_COLS", "C_COUNT", "C_DEV", "C_DT", "C_GRANK", "C_HE", "C_HS", "C_LE", "C_LINE", "C_LS",
+    "C_NRANKS", "C_OE", "C_OK", "C_OP", "C_OS", "C_PID", "C_ROOT", "C_TID", "C_TS", "KW_LEN", "KW_MAT",
+    "NO_TS", "OP_LEN", "OP_LIST", "OP_MAT", "OP_NAMES", "T_AE", "T_AS", "T_COLS", "T_DEV", "T_HE", "T_HS",
+    "T_LE", "T_LINE", "T_LS", "T_NBYTES", "T_OE", "T_OK", "T_OP", "T_OS", "T_PE", "T_PID", "T_PS", "T_TID",
+    "T_TS", "distinct_spans", "scan_chunk", "span_hashes", "spans_equal"]

@@ -429,3 +429,7 @@ def _names(ch: Chunk, start: np.ndarray, end: np.ndarray, ok: np.ndarray, name) 
     names = np.array([name(u.decode()) if _WORD.fullmatch(u) else None for u in uniq], dtype=object)
     out[rows] = names[codes]
     return out
+
+
+__all__ = ["LAYOUTS", "NO_TS", "PAD", "Chunk", "coll_fields", "distinct_tokens", "outer_timestamps",
+    "prefix_fields", "text_timestamps", "tuning_fields"]

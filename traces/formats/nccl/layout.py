@@ -213,3 +213,9 @@ def proto_name(token: str) -> str:
         i = int(token)
         return PROTO_NAMES[i] if i < len(PROTO_NAMES) else token
     return token.upper()
+
+
+__all__ = ["ALGO_NAMES", "COLL_MARK", "COLL_RE", "COMMID_RE", "INIT_RE", "LOCALRANKS_RE", "NCCL_OPS",
+    "NO_PREFIX", "OTHER_LINES_RE2", "PREFIX_END_RE", "PREFIX_RE", "PROTO_NAMES", "RING_RE", "TIMESTAMP_RE",
+    "TUNING_RE", "VERSION_RE", "CollLine", "Prefix", "algo_name", "op_name", "parse_coll_lines",
+    "parse_prefix_at", "parse_prefix_before", "pointer_text", "proto_name", "timestamp_us"]

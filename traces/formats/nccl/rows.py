@@ -260,3 +260,7 @@ def apply_tuning(rows: pd.DataFrame, process: np.ndarray, tunings: dict[str, np.
         proto[fill[hit]] = proto[src[at[hit]]]
     rows["algo"], rows["proto"] = algo, proto
     return unmatched
+
+
+__all__ = ["COLL", "OP_CODE", "OP_NAMES", "RECV", "SEND", "TUNING_WINDOW", "apply_tuning", "build_rows",
+    "object_frame"]

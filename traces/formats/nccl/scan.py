@@ -332,3 +332,5 @@ def _scan_chunk(buf: bytes, line_base: int, scan: FileScan, parts: list, report:
             parse_other(ch.line_text(i), line_base + i + 1, scan)
     return len(ch.ends)
 
+
+__all__ = ["CHUNK_BYTES", "ENGINE", "JIT_MIN_BYTES", "PARALLEL_BYTES", "WORKERS", "scan_file", "use_jit"]

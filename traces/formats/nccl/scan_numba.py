@@ -16,7 +16,7 @@ from traces.formats.nccl import kernel_numba as J
 from traces.formats.nccl import layout as L
 from traces.formats.nccl import torn as T
 from traces.formats.nccl.kernel_numpy import text_timestamps
-from traces.formats.nccl.scan import (
+from traces.formats.nccl.records import (
     NO_TS,
     FileScan,
     empty_columns,
@@ -159,3 +159,6 @@ def _stamps(buf: bytes, ts: np.ndarray, start: np.ndarray, end: np.ndarray) -> n
     ts = ts.copy()
     ts[rest] = text_timestamps(buf, start[rest], end[rest])
     return ts
+
+
+__all__ = ["KERNEL_THREADS", "scan_chunks"]

@@ -241,3 +241,6 @@ def _write(texts: dict[str, list[str]], out: Path, per_host: bool) -> list[Path]
     except OSError as exc:
         raise TraceError(f"{out}: cannot write ({exc.strerror or exc})") from None
     return written
+
+
+__all__ = ["BANNER_VERSION", "BASE_EPOCH", "comm_id_hex", "host_files", "write_nccl_log"]

@@ -1,0 +1,73 @@
+"""Error table of collsim against the public nccl-tests tables in tests/data/nccl_tests/.
+
+Each table is replayed on its own fabric (``fabrics.json``: preset and parameters) and the busbw error
+``|sim / measured - 1|`` is summarised per table: median and worst at >= 256 MiB and at <= 1 MiB.
+
+    python benchmarks/validate_nccl_tests.py [--no-presets] [--markdown]
+
+``--no-presets`` drops the gpu=/nic= hardware presets (line rates, the model before the presets).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import time
+from pathlib import Path
+
+import topologies
+from sim.bench.validate import error_summary, validate_trace
+from topologies.hardware import HARDWARE_KEYS
+from traces.readers import ingest
+
+DATA = Path(__file__).resolve().parents[1] / "tests" / "data" / "nccl_tests"
+
+
+def _pct(x: float) -> str:
+    return "  n/a" if not math.isfinite(x) else f"{x:5.1%}"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--no-presets", action="store_true", help="ignore gpu=/nic= (line-rate model)")
+    ap.add_argument("--markdown", action="store_true", help="print a Markdown table")
+    args = ap.parse_args()
+    fabrics = json.loads((DATA / "fabrics.json").read_text())
+    rows = []
+    t0 = time.perf_counter()
+    for name, fab in fabrics.items():
+        if name.startswith("_"):
+            continue
+        params = {k: v for k, v in fab["set"].items() if not (args.no_presets and k in HARDWARE_KEYS)}
+        trace = ingest([DATA / name], format="nccl-tests")
+
+        def build(entry, params=params, fab=fab):
+            return topologies.build(fab["topo"], num_gpus=int(entry["nranks"]),
+                                    gpus_per_server=int(entry.get("gpus_per_node") or min(8, entry["nranks"])),
+                                    **params)
+
+        table = validate_trace(trace, build)
+        for s in error_summary(table).itertuples(index=False):
+            entry = trace.attrs["collsim"]["nccl_tests"][s.table]
+            rows.append((f"{name}#{s.table}", entry["stem"], entry["nranks"], fab["transport"], s))
+    sep = " | " if args.markdown else "  "
+    head = ["table", "op", "ranks", "transport", "n>=256M", "median", "worst", "n<=1M", "median", "worst"]
+    if args.markdown:
+        print("| " + " | ".join(head) + " |")
+        print("|" + "---|" * len(head))
+    else:
+        print(sep.join(head))
+    for name, stem, n, transport, s in rows:
+        cells = [name, stem, str(n), transport, str(s.large_n), _pct(s.large_median), _pct(s.large_worst),
+                 str(s.small_n), _pct(s.small_median), _pct(s.small_worst)]
+        print(("| " + " | ".join(cells) + " |") if args.markdown else sep.join(cells))
+    within_large = sum(1 for *_, s in rows if s.large_n and s.large_median <= 0.10)
+    within_small = sum(1 for *_, s in rows if s.small_n and s.small_median <= 0.25)
+    print(f"\n{len(rows)} tables; median error <= 10% at >= 256 MiB: {within_large} of "
+          f"{sum(1 for *_, s in rows if s.large_n)}; <= 25% at <= 1 MiB: {within_small} of "
+          f"{sum(1 for *_, s in rows if s.small_n)}; {time.perf_counter() - t0:.0f} s")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,106 @@
+"""``simrun validate``: replay measured nccl-tests tables and compare busbw size by size.
+
+The measured trace comes from ``traces.formats.nccl_tests`` (one communicator ``t{k}`` per table, each
+row an op whose ``duration_s`` is the measured time). Each table is replayed on its own fabric (the
+topology sized to the table's ranks and servers) and its simulated busbw set beside the measured one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import networkx as nx
+import numpy as np
+import pandas as pd
+
+from sim.bench.run import bench_table, run_trace_sizes
+from sim.errors import SimError
+from traces.schema import normalize
+
+__all__ = ["LARGE_BYTES", "SMALL_BYTES", "VALIDATE_COLUMNS", "error_summary", "validate_trace"]
+
+#: Columns of ``validate.parquet`` (SPEC §10 first, then context).
+VALIDATE_COLUMNS = ("size", "busbw_measured", "busbw_sim", "ratio", "op", "nranks", "table", "time_measured_us",
+                    "time_sim_us", "algo", "proto")
+#: The issue's size classes: "large" is >= 256 MiB, "small" <= 1 MiB (nccl-tests' size column).
+LARGE_BYTES = 256 << 20
+SMALL_BYTES = 1 << 20
+
+
+def _table_trace(trace: pd.DataFrame, meta: Mapping[str, Any], entry: Mapping[str, Any]) -> pd.DataFrame:
+    comm = entry["comm"]
+    sub = trace[trace["comm"] == comm]
+    sub_meta = dict(meta)
+    sub_meta.update(world_size=int(entry["nranks"]), comms={comm: list(range(int(entry["nranks"])))},
+                    gpus_per_node=int(entry.get("gpus_per_node") or min(int(entry["nranks"]), 8)))
+    sub_meta.pop("nccl_tests", None)
+    return normalize(sub.reset_index(drop=True), sub_meta)
+
+
+def validate_trace(trace: pd.DataFrame, build_graph: Callable[[Mapping[str, Any]], nx.Graph], *,
+                   routing: str = "ecmp", seed: int = 0) -> pd.DataFrame:
+    """Measured vs simulated busbw of every table in an nccl-tests trace.
+
+    Parameters
+    ----------
+    trace : pandas.DataFrame
+        From ``traces.formats.nccl_tests`` (``attrs["collsim"]["nccl_tests"]`` lists the tables).
+    build_graph : callable
+        Takes a table's entry (``nranks``, ``gpus_per_node``, ...) and returns its fabric.
+
+    Returns
+    -------
+    pandas.DataFrame
+        :data:`VALIDATE_COLUMNS`; ``ratio`` = simulated / measured busbw (nan where busbw printed 0).
+
+    Raises
+    ------
+    SimError
+        A trace without nccl-tests tables.
+    """
+    meta = trace.attrs.get("collsim") or {}
+    tables = meta.get("nccl_tests")
+    if not tables:
+        raise SimError("the trace holds no nccl-tests tables (read it with --format nccl-tests)")
+    frames = []
+    for k, entry in enumerate(tables):
+        graph = build_graph(entry)
+        sub = _table_trace(trace, meta, entry)
+        times = run_trace_sizes(sub, graph, routing=routing, seed=seed).to_numpy()
+        sim = bench_table(entry["op"], entry["size"], times, int(entry["nranks"]), graph, dtype=entry["dtype"])
+        # busbw from the printed time (4 significant digits), not the printed busbw (2 decimals: 0.00 at 8 B)
+        measured = bench_table(entry["op"], entry["size"], np.asarray(entry["time_us"], dtype=float) * 1e-6,
+                               int(entry["nranks"]), None, dtype=entry["dtype"])["busbw"].to_numpy(dtype=float)
+        busbw_sim = sim["busbw"].to_numpy(dtype=float)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratio = np.where(measured > 0, busbw_sim / measured, np.nan)
+        frames.append(pd.DataFrame({
+            "size": np.asarray(entry["size"], dtype=np.int64), "busbw_measured": measured, "busbw_sim": busbw_sim,
+            "ratio": ratio, "op": entry["op"], "nranks": int(entry["nranks"]), "table": k,
+            "time_measured_us": np.asarray(entry["time_us"], dtype=float), "time_sim_us": sim["time"].to_numpy(),
+            "algo": sim["algo"].to_numpy(), "proto": sim["proto"].to_numpy()}))
+    return pd.concat(frames, ignore_index=True)[list(VALIDATE_COLUMNS)]
+
+
+def error_summary(table: pd.DataFrame) -> pd.DataFrame:
+    """Per table: median and worst |busbw error| at >= 256 MiB and at <= 1 MiB (fractions; nan if none).
+
+    The error of a size is ``|sim / measured - 1|``.
+
+    Examples
+    --------
+    >>> t = pd.DataFrame({"table": [0, 0], "size": [1 << 30, 1024], "ratio": [1.1, 0.5]})
+    >>> error_summary(t)[["large_median", "small_worst"]].round(3).values.tolist()
+    [[0.1, 0.5]]
+    """
+    rows = []
+    for k, grp in table.groupby("table", sort=True):
+        err = (grp["ratio"] - 1.0).abs()
+        large = err[grp["size"] >= LARGE_BYTES].dropna()
+        small = err[grp["size"] <= SMALL_BYTES].dropna()
+        rows.append({"table": k, "large_n": len(large), "large_median": large.median() if len(large) else np.nan,
+                     "large_worst": large.max() if len(large) else np.nan, "small_n": len(small),
+                     "small_median": small.median() if len(small) else np.nan,
+                     "small_worst": small.max() if len(small) else np.nan})
+    return pd.DataFrame(rows)

@@ -1,0 +1,72 @@
+"""`simrun validate FILE --topo X [--set ...]`: measured nccl-tests table vs collsim (SPEC §10)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import click
+
+from sim.cli.common import parse_set_options
+
+
+def _pct(x: float) -> str:
+    return "n/a" if not math.isfinite(x) else f"{x:.1%}"
+
+
+@click.command("validate")
+@click.argument("path", metavar="FILE", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--topo", required=True, help="Preset name (rail_optimized, ...) or a YAML file.")
+@click.option("--set", "set_options", multiple=True, metavar="KEY=VALUE",
+              help="Topology parameter (repeatable, or k1=v1,k2=v2): link_gbps, nvlink_gbps, gpu, nic, "
+                   "gpus_per_server (when the file has no '# Rank' lines), ...")
+@click.option("--routing", type=click.Choice(["ecmp", "spray", "single"]), default="ecmp", show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the ECMP hash.")
+@click.option("-o", "--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Output folder [default: simrun-out/validate-<file>/].")
+def command(path: Path, topo: str, set_options: tuple[str, ...], routing: str, seed: int,
+            out_dir: Path | None) -> None:
+    """Replay the nccl-tests output in FILE on topology X; print measured vs simulated busbw per size.
+
+    FILE is *_perf stdout as saved (mpirun --tag-output or srun -l prefixes, several tables). Each table
+    runs on X sized to its ranks and servers. Writes validate.parquet (size, busbw_measured, busbw_sim,
+    ratio = sim / measured, ...), validate.csv and validate.png (the first table). The error of a size is
+    |ratio - 1|.
+    """
+    import topologies
+    from sim.bench.report import plot_validate, write_table
+    from sim.bench.validate import error_summary, validate_trace
+    from traces.readers import ingest
+
+    params = parse_set_options(set_options)
+    trace = ingest([path], format="nccl-tests")
+
+    def build(entry):
+        kw = dict(params)
+        kw["num_gpus"] = int(entry["nranks"])
+        if entry.get("gpus_per_node"):
+            kw["gpus_per_server"] = int(entry["gpus_per_node"])
+        kw.setdefault("gpus_per_server", min(int(entry["nranks"]), 8))
+        return topologies.build(topo, **kw)
+
+    table = validate_trace(trace, build, routing=routing, seed=seed)
+    summary = error_summary(table)
+    for k, grp in table.groupby("table", sort=True):
+        entry = trace.attrs["collsim"]["nccl_tests"][k]
+        click.echo(f"# table {k}: {entry['stem']}_perf, {entry['nranks']} ranks (line {entry['line']} of {path.name})")
+        click.echo(f"#{'size':>12}  {'measured':>9}  {'collsim':>9}  {'ratio':>6}  {'algo':>5}  {'proto':>6}")
+        for r in grp.itertuples(index=False):
+            click.echo(f" {int(r.size):>12}  {r.busbw_measured:>9.2f}  {r.busbw_sim:>9.2f}  {r.ratio:>6.3f}  "
+                       f"{r.algo:>5}  {r.proto:>6}")
+        s = summary[summary["table"] == k].iloc[0]
+        click.echo(f"# busbw error: >= 256 MiB median {_pct(s.large_median)} worst {_pct(s.large_worst)} "
+                   f"({int(s.large_n)} sizes); <= 1 MiB median {_pct(s.small_median)} worst {_pct(s.small_worst)} "
+                   f"({int(s.small_n)} sizes)")
+    out = out_dir or Path("simrun-out") / f"validate-{path.stem}"
+    files = write_table(table, out, "validate")
+    files.append(plot_validate(table[table["table"] == table["table"].iloc[0]] if table["table"].nunique() > 1
+                               else table, out / "validate.png", f"{path.name} on {topo}"))
+    click.echo("# wrote " + ", ".join(str(f) for f in files))
+
+
+__all__ = ["command"]

@@ -1,0 +1,108 @@
+"""Hardware presets: what NCCL's own tables say a GPU generation and a network transport achieve.
+
+A topology carries ``graph.graph["hardware"]`` (set by ``topologies.build(..., gpu=NAME, nic=NAME)``);
+the planner (``sim.planning``) reads it to charge each protocol's cost and the per-step latency of the
+transport. Nothing here is fitted to a measurement table: every figure comes from NCCL's source or a
+net plugin's source, named beside it.
+
+GPU presets (``gpu=``)
+    ``nvlink_gbps``: NVLink line rate per GPU and direction (Gb/s), the physical links;
+    ``nccl_nvlink_gbps``: what NCCL's topology search credits (``src/graph/topo.h``: ``SM80_NVLINK_BW``
+    20.0, ``SM90_NVLINK_BW`` 20.6, ``SM100_NVLINK_BW`` 40.1 GB/s per link, times the links: 12 on A100, 18
+    on H100/H200/B200). Their ratio is the Simple protocol's efficiency on NVLink ("with the protocol
+    overhead (~20%) NCCL can get an effective NVLink bandwidth of 370GB/s", NVIDIA/nccl-tests#212);
+    ``arch``: the tuner's compute-capability index (ampere, hopper, blackwell).
+NIC presets (``nic=``)
+    ``efficiency``: payload share of the NIC's line rate NCCL reaches ("for NDR @ 400Gbps you should see
+    46-48GB/s per NIC", NVIDIA/nccl-tests#290: 47/50); ``net_latency_us``: the latency the net plugin
+    reports to NCCL's tuner (``ncclNetProperties.latency``; NCCL adds it to every inter-node step, twice
+    for Simple: ``src/graph/tuning.cc``): 0 for NCCL's own IB/RoCE and socket transports, 75 us for
+    aws-ofi-nccl on EFA (its P5 default); ``protos``: protocols the transport allows (aws-ofi-nccl forces
+    Simple where EFA does not deliver bytes in order).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from topologies.errors import TopologyError
+
+__all__ = ["GPU_PRESETS", "HARDWARE_KEYS", "NIC_PRESETS", "default_link_rates", "hardware_attrs", "preset_help"]
+
+#: gpu= presets. Rates in Gb/s per GPU and direction.
+GPU_PRESETS: dict[str, dict[str, Any]] = {
+    "a100": {"nvlink_gbps": 2400.0, "nccl_nvlink_gbps": 12 * 20.0 * 8, "arch": "ampere",
+             "about": "A100 SXM, NVLink3 12 x 25 GB/s; NCCL credits 12 x 20.0 GB/s"},
+    "h100": {"nvlink_gbps": 3600.0, "nccl_nvlink_gbps": 18 * 20.6 * 8, "arch": "hopper",
+             "about": "H100 SXM, NVLink4 18 x 25 GB/s; NCCL credits 18 x 20.6 GB/s"},
+    "h200": {"nvlink_gbps": 3600.0, "nccl_nvlink_gbps": 18 * 20.6 * 8, "arch": "hopper",
+             "about": "H200 SXM, as H100"},
+    "b200": {"nvlink_gbps": 7200.0, "nccl_nvlink_gbps": 18 * 40.1 * 8, "arch": "blackwell",
+             "about": "B200, NVLink5 18 x 50 GB/s; NCCL credits 18 x 40.1 GB/s"},
+}
+#: nic= presets.
+NIC_PRESETS: dict[str, dict[str, Any]] = {
+    "ib": {"efficiency": 0.94, "net_latency_us": 0.0, "protos": None,
+           "about": "InfiniBand (ConnectX, GPUDirect RDMA), NCCL's IB transport"},
+    "roce": {"efficiency": 0.94, "net_latency_us": 0.0, "protos": None,
+             "about": "RoCE v2 (ConnectX), NCCL's IB transport"},
+    "efa": {"efficiency": 0.94, "net_latency_us": 75.0, "protos": ("Simple",),
+            "about": "AWS EFA via aws-ofi-nccl (reports 75 us; Simple only)"},
+    "tcpxo": {"efficiency": 0.94, "net_latency_us": 0.0, "protos": ("Simple",),
+              "about": "GCP GPUDirect-TCPXO (plugin reports no latency; Simple only)"},
+    "socket": {"efficiency": 0.94, "net_latency_us": 0.0, "protos": None,
+               "about": "NCCL's TCP socket transport"},
+}
+#: Topology parameters this module owns (``topologies.build`` passes them here, not to the builder).
+HARDWARE_KEYS = ("gpu", "nic")
+
+
+def hardware_attrs(params: Mapping[str, Any], where: str = "topology") -> dict[str, Any]:
+    """The ``graph.graph["hardware"]`` entry for ``gpu=`` / ``nic=`` parameters (empty: no preset).
+
+    Raises
+    ------
+    TopologyError
+        An unknown preset name, naming the parameter and the known names.
+
+    Examples
+    --------
+    >>> hw = hardware_attrs({"gpu": "H100", "nic": "ib"})
+    >>> hw["gpu"], round(hw["nvlink_efficiency"], 3), hw["net_latency_us"]
+    ('h100', 0.824, 0.0)
+    """
+    out: dict[str, Any] = {}
+    for key, table in (("gpu", GPU_PRESETS), ("nic", NIC_PRESETS)):
+        value = params.get(key)
+        if value is None:
+            continue
+        name = str(value).strip().lower()
+        if name not in table:
+            raise TopologyError(f"{where}: parameter '{key}' must be one of: {', '.join(table)}; got {value!r}")
+        out[key] = name
+        entry = table[name]
+        if key == "gpu":
+            out.update(arch=entry["arch"], nccl_nvlink_gbps=float(entry["nccl_nvlink_gbps"]),
+                       nvlink_efficiency=float(entry["nccl_nvlink_gbps"]) / float(entry["nvlink_gbps"]))
+        else:
+            out.update(nic_efficiency=float(entry["efficiency"]), net_latency_us=float(entry["net_latency_us"]),
+                       protos=list(entry["protos"]) if entry["protos"] else None)
+    return out
+
+
+def default_link_rates(params: Mapping[str, Any]) -> dict[str, float]:
+    """``nvlink_gbps`` of the ``gpu=`` preset when the parameters do not set it."""
+    gpu = params.get("gpu")
+    if gpu is None or "nvlink_gbps" in params:
+        return {}
+    entry = GPU_PRESETS.get(str(gpu).strip().lower())
+    return {"nvlink_gbps": entry["nvlink_gbps"]} if entry else {}
+
+
+def preset_help() -> str:
+    """A plain-text table of the presets (for ``--help``)."""
+    lines = ["gpu=  " + "; ".join(f"{k}: {v['about']}" for k, v in GPU_PRESETS.items()),
+             "nic=  " + "; ".join(f"{k}: {v['about']}" for k, v in NIC_PRESETS.items()),
+             "Without presets links run at line rate with NCCL's H100 latencies (no protocol efficiency)."]
+    return "\n\n".join(lines)
