@@ -464,7 +464,9 @@ def simulate(trace_df: pd.DataFrame, topology, algo: str = "auto", routing: str 
         ``{link: factor}``), ``stragglers`` (``{rank: delay_us}`` or ``["RANK:DELAY_US"]``), ``progress``
         (callable taking a fraction done), ``ideal`` (run the non-blocking reference, default True),
         ``memoize`` (exact replay of identical idle phases, default True), ``trace_name``,
-        ``topology_params``, ``channels``.
+        ``topology_params``, ``channels``; ``model`` ("flow", default; "analytical": per-collective bounds
+        of the same plans, no event loop; "both": the flow Result plus ``tiers``, see
+        :mod:`sim.analytical`).
 
     Returns
     -------
@@ -481,6 +483,11 @@ def simulate(trace_df: pd.DataFrame, topology, algo: str = "auto", routing: str 
     >>> res.summary["makespan_s"] >= res.summary["ideal_makespan_s"]  # doctest: +SKIP
     True
     """
+    model = options.pop("model", "flow")  # a plain keyword: "analytical" and "both" leave here
+    if model != "flow":
+        from sim.analytical.dispatch import simulate_model
+
+        return simulate_model(model, trace_df, topology, algo, routing, seed, options)
     import topologies
     from sim import anomalies
     from sim.results import metrics

@@ -39,7 +39,7 @@ def split_set(values: tuple[str, ...]) -> tuple[dict[str, Any], dict[str, Any]]:
 
 def run(trace: str, topo: str, *, set_values=(), algo="auto", routing="ecmp", seed=0, out=None,
         fail_links=None, degrade_links=None, stragglers=(), timing="auto", quantile=None, plots=True,
-        progress=None):
+        progress=None, model="flow"):
     """Read, simulate and write; return ``(result, out_dir)`` (the CLI's whole job, minus printing)."""
     from sim.replay import simulate
     from traces.io import read_trace
@@ -56,10 +56,19 @@ def run(trace: str, topo: str, *, set_values=(), algo="auto", routing="ecmp", se
         opts["degrade_links"] = degrade_links
     if stragglers:
         opts["stragglers"] = list(stragglers)
+    if model != "flow":  # the analytical tier has no event loop: no progress, no batching knob
+        opts["model"] = model
+        if model == "analytical":
+            opts.pop("completion_quantile", None)
+            progress = None
     result = simulate(df, topo, algo=algo, routing=routing, seed=seed, trace_name=Path(trace).name,
                       topology_params=topo_params, progress=progress, **opts)
     out_dir = Path(out) if out else default_out(trace, topo)
-    result.write(out_dir, plots=plots)
+    # the analytical tier keeps no time series or flows to plot
+    result.write(out_dir, plots=plots and model != "analytical", timeline=model != "analytical")
+    tiers = getattr(result, "tiers", None)
+    if tiers is not None:
+        tiers.to_parquet(out_dir / "tiers.parquet", index=False)
     return result, out_dir
 
 
@@ -84,7 +93,15 @@ def _print_table(result, out_dir: Path) -> None:
     if s.get("ecmp_imbalance"):
         t.add_row("ECMP imbalance (max/mean uplink bytes)",
                   ", ".join(f"{k} {v:.2f}" for k, v in s["ecmp_imbalance"].items()))
-    t.add_row("incast events / max fan-in", f"{s['incast_events']:,} / {s['max_incast_fanin']}")
+    if s.get("incast_events") is None:
+        t.add_row("incast events / max fan-in", "not modelled (analytical tier)")
+    else:
+        t.add_row("incast events / max fan-in", f"{s['incast_events']:,} / {s['max_incast_fanin']}")
+    if s.get("analytical_makespan_s") is not None:
+        t.add_row("analytical makespan / wall time",
+                  f"{s['analytical_makespan_s'] * 1e3:.3f} ms / {s['analytical_wall_s']:.2f} s")
+        t.add_row("flow / analytical - 1 per collective, p50 / max",
+                  f"{s['tier_disagreement_p50']:.4f} / {s['tier_disagreement_max']:.4f}")
     skipped = {k: v for k, v in (s.get("skipped") or {}).items() if v}
     if skipped:
         t.add_row("skipped", ", ".join(f"{k} {v}" for k, v in skipped.items()))
@@ -99,7 +116,11 @@ def _print_table(result, out_dir: Path) -> None:
         for item in hot[:5]:
             h.add_row(item["link"], f"{item['utilization']:.3f}", f"{item['bytes'] / 1e9:.3f}")
         console.print(h)
-    console.print(f"wrote {out_dir}/ (summary.json, *.parquet, report.html, timeline.json)")
+    if s.get("model") == "analytical":
+        console.print(f"wrote {out_dir}/ (summary.json, *.parquet)")
+    else:
+        console.print(f"wrote {out_dir}/ (summary.json, *.parquet, report.html, timeline.json"
+                      + (", tiers.parquet)" if s.get("model") == "both" else ")"))
 
 
 @click.command("run")
@@ -125,8 +146,11 @@ def _print_table(result, out_dir: Path) -> None:
               help="Completion batching of the flow network: 0 re-solves at every completion (exact); q jumps "
                    "to the q-quantile of predicted finishes (see docs/simulator.md for the error).")
 @click.option("--no-report", is_flag=True, help="Skip report.html and its plots.")
+@click.option("--model", type=click.Choice(["flow", "analytical", "both"]), default="flow", show_default=True,
+              help="flow: the event-driven flow tier; analytical: per-collective bounds of the same plans (no "
+                   "event loop); both: the flow tier plus tiers.parquet comparing them per collective.")
 def command(trace, topo, set_values, algo, routing, seed, out, as_json, fail_links, degrade_links, stragglers,
-            timing, quantile, no_report) -> None:
+            timing, quantile, no_report, model) -> None:
     """Replay trace T over topology X; print a summary table and write the result files."""
     with progress_bar(1.0, "simulating") as advance:
         state = {"last": 0.0}
@@ -138,7 +162,7 @@ def command(trace, topo, set_values, algo, routing, seed, out, as_json, fail_lin
         result, out_dir = run(trace, topo, set_values=set_values, algo=algo, routing=routing, seed=seed,
                               out=out, fail_links=fail_links, degrade_links=degrade_links,
                               stragglers=stragglers, timing=timing, quantile=quantile, plots=not no_report,
-                              progress=progress)
+                              progress=progress, model=model)
     if as_json:
         sys.stdout.write((out_dir / "summary.json").read_text())
         return
