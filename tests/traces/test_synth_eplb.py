@@ -156,3 +156,15 @@ def test_decode_step_is_deterministic():
 def test_uneven_replicas_are_rejected():
     with pytest.raises(TraceError, match="redundant"):
         _decode(64, 32, 4, redundant_experts=3)
+
+
+def test_ep_deployments_side_by_side():
+    # 512 GPUs as two EP256 deployments: each all-to-all stays inside its own 256 ranks
+    df = synthesize("deepseek-v3", engine="sglang", tp=8, dp=64, ep=256, nodes=64, decode_batch=64, layers=4)
+    meta = df.attrs["collsim"]
+    assert meta["comms"]["ep0"] == list(range(256)) and meta["comms"]["ep1"] == list(range(256, 512))
+    assert meta["parallelism"]["ep_instances"] == 2
+    for comm in ("ep0", "ep1"):
+        d = np.array(df[(df["comm"] == comm) & df["context"].str.endswith("moe_dispatch")]
+                     .sort_values("rank")["split_bytes"].tolist())
+        assert d.shape == (256, 256) and (d.sum(axis=1) == 8 * TOPK * DISPATCH_COPY).all()

@@ -97,6 +97,11 @@ def _redundant(plan: InferencePlan, spec: ModelSpec) -> int:
     return 0
 
 
+def ep_comm_name(instance: int, instances: int) -> str:
+    """``ep`` for one EP deployment over all ranks, ``ep0``, ``ep1``, ... for several side by side."""
+    return "ep" if instances == 1 else f"ep{instance}"
+
+
 def _ctx(phase: str, step: int, layer: int | None, site: str) -> str:
     layer_part = "" if layer is None else f";layer={layer}"
     return f"phase={phase};step={step}{layer_part};site={site}"
@@ -131,8 +136,9 @@ def _check(plan: InferencePlan, spec: ModelSpec) -> tuple[int, bool]:
     if plan.ep > 1 and not spec.is_moe:
         raise TraceError(f"option 'ep' needs an MoE model; {spec.name} is dense")
     if ep_mode:
-        if plan.ep != world or plan.pp != 1:
-            raise TraceError(f"expert parallelism with dp > 1 needs ep == tp × dp = {world} and pp = 1, "
+        if world % plan.ep or plan.ep % plan.tp or plan.pp != 1:
+            raise TraceError(f"expert parallelism with dp > 1 needs ep to divide tp × dp = {world} into whole "
+                             f"replicas (independent EP deployments side by side) and pp = 1, "
                              f"got ep={plan.ep} pp={plan.pp}")
         physical = spec.experts + _redundant(plan, spec)
         if physical % plan.ep:
@@ -286,7 +292,9 @@ def _emit_ep_forward(b: TraceBuilder, spec: ModelSpec, plan: InferencePlan, cost
     dispatch_copy_bytes = h + (h // 128) * 4 if fp8 else 2 * h  # FP8 values + one fp32 scale per 128
     dispatch_dtype = "fp8_e4m3" if fp8 else "bf16"
     combine_copy_bytes = 2 * h
-    per_rank_experts = spec.experts // world if placement is None else placement.slots_per_gpu
+    ep = plan.ep
+    per_rank_experts = spec.experts // ep if placement is None else placement.slots_per_gpu
+    instances = world // ep  # EP deployments side by side, each over ep consecutive ranks
     batches = step.batches
     T = np.array([bt.tokens for bt in batches], dtype=np.int64)
     local = np.concatenate([_split(t, tp) for t in T])  # tokens each rank dispatches
@@ -326,16 +334,19 @@ def _emit_ep_forward(b: TraceBuilder, spec: ModelSpec, plan: InferencePlan, cost
                                  _ctx(bt.phase, k, layer, "attn_rs"))
                 else:
                     b.collective(f"tp{d}", "AllReduce", bt.tokens * h, "bf16", _ctx(bt.phase, k, layer, "attn_out"))
-        chosen = router.route(layer, int(local.sum()))
-        choices = np.split(chosen, np.cumsum(local)[:-1])
         dest_of = None if placement is None else placement.dest_of(layer)
-        copies = copies_matrix(choices, spec.experts, world, plan.dedup, dest_of)
-        b.compute(all_ranks, costs.experts(0, per_rank_experts, local, 1))  # gate + shared expert
-        b.collective("ep", "AllToAll", 0, dispatch_dtype, _ctx(step_phase, k, layer, "moe_dispatch"),
-                     split_bytes=copies * dispatch_copy_bytes)
-        b.compute(all_ranks, costs.experts(copies.sum(axis=0), per_rank_experts, 0, 1))
-        b.collective("ep", "AllToAll", 0, "bf16", _ctx(step_phase, k, layer, "moe_combine"),
-                     split_bytes=copies.T * combine_copy_bytes)
+        for inst in range(instances):
+            ranks, loc = all_ranks[inst * ep:(inst + 1) * ep], local[inst * ep:(inst + 1) * ep]
+            comm = ep_comm_name(inst, instances)
+            chosen = router.route(layer, int(loc.sum()))
+            choices = np.split(chosen, np.cumsum(loc)[:-1])
+            copies = copies_matrix(choices, spec.experts, ep, plan.dedup, dest_of)
+            b.compute(ranks, costs.experts(0, per_rank_experts, loc, 1))  # gate + shared expert
+            b.collective(comm, "AllToAll", 0, dispatch_dtype, _ctx(step_phase, k, layer, "moe_dispatch"),
+                         split_bytes=copies * dispatch_copy_bytes)
+            b.compute(ranks, costs.experts(copies.sum(axis=0), per_rank_experts, 0, 1))
+            b.collective(comm, "AllToAll", 0, "bf16", _ctx(step_phase, k, layer, "moe_combine"),
+                         split_bytes=copies.T * combine_copy_bytes)
         if tp > 1:
             each_active(lambda d, bt, layer=layer: b.collective(
                 f"tp{d}", "AllGather", int(slice_[d]) * h, "bf16", _ctx(bt.phase, k, layer, "moe_ag")))
@@ -405,10 +416,11 @@ def synthesize_inference(spec: ModelSpec, plan: InferencePlan) -> pd.DataFrame:
                 base = d * plan.pp * plan.tp
                 b.add_comm(f"pp{d}.{t}", [base + s * plan.tp + t for s in range(plan.pp)])
     if ep_mode:
-        b.add_comm("ep", range(world))
+        for inst in range(world // plan.ep):
+            b.add_comm(ep_comm_name(inst, world // plan.ep), range(inst * plan.ep, (inst + 1) * plan.ep))
     router = Router(spec, plan.seed, plan.router_skew) if ep_mode else None
     redundant = _redundant(plan, spec) if ep_mode else 0
-    placement = (ExpertPlacement.build(router, world, gpn, redundant, plan.seed, plan.eplb_tokens or 4096)
+    placement = (ExpertPlacement.build(router, plan.ep, gpn, redundant, plan.seed, plan.eplb_tokens or 4096)
                  if redundant else None)
     for step in steps:
         if ep_mode:
@@ -429,6 +441,8 @@ def synthesize_inference(spec: ModelSpec, plan: InferencePlan) -> pd.DataFrame:
                 _emit_tp_forward(b, spec, plan, costs, step, d, batch, world)
     parallelism = {"engine": plan.engine, "tp": plan.tp, "dp": plan.dp, "ep": plan.ep, "pp": plan.pp,
                    "mode": "dp-attention+ep" if ep_mode else "tp"}
+    if ep_mode and world > plan.ep:
+        parallelism["ep_instances"] = world // plan.ep
     if placement is not None:
         parallelism.update(redundant_experts=placement.redundant, expert_slots_per_gpu=placement.slots_per_gpu,
                            expert_placement=f"eplb-{placement.policy}")
