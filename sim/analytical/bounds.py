@@ -74,7 +74,8 @@ def link_bound_s(link_load_bytes: np.ndarray, capacity_bytes_per_s: np.ndarray, 
     """
     if len(link_load_bytes) == 0 or not np.any(link_load_bytes > 0):
         return 0.0, -1
-    t = link_load_bytes / capacity_bytes_per_s
+    with np.errstate(divide="ignore", invalid="ignore"):  # an unused port may have no capacity
+        t = np.where(link_load_bytes > 0, link_load_bytes / capacity_bytes_per_s, 0.0)
     worst = int(np.argmax(t))
     return float(min_delay_s + t[worst] + min_latency_s), worst
 

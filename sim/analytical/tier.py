@@ -222,7 +222,8 @@ def simulate_analytical(trace_df: pd.DataFrame, topology, algo: str = "auto", ro
     keys = op_keys(ops, algo)
     workload = build_workload(df, row_op, len(ops.frame), keys, world, {r: d * 1e-6 for r, d in stragglers.items()})
     router = Router(damaged, routing=routing, seed=seed)
-    times = op_times(ops, keys, algo, damaged, topologies.nonblocking(graph), router, meta, plan_options)
+    ideal_graph = graph if graph.graph.get("nonblocking") else topologies.nonblocking(graph)
+    times = op_times(ops, keys, algo, damaged, ideal_graph, router, meta, plan_options)
     start, end = schedule(workload, times["time_s"].to_numpy(), timing)
     _, ideal_end = schedule(workload, times["ideal_s"].to_numpy(), timing)
     from sim.analytical.result import build_result
