@@ -8,12 +8,16 @@ Every error on bad input is a :class:`TraceError` (a ``ValueError``).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
+if TYPE_CHECKING:
+    import pandas as pd
 
-from traces.io import list_builtin, read_trace, resolve_trace_path, write_trace
-from traces.schema import OPS, TraceError, empty_trace, new_metadata, validate
+# The public names load on first use (PEP 562), so ``import traces`` (and ``simrun --help``,
+# ``simrun traces``) does not pay for pandas and pyarrow.
+_LAZY = {"list_builtin": "traces.builtin", "read_trace": "traces.io", "resolve_trace_path": "traces.io",
+         "write_trace": "traces.io", "OPS": "traces.schema", "TraceError": "traces.schema",
+         "empty_trace": "traces.schema", "new_metadata": "traces.schema", "validate": "traces.schema"}
 
 __all__ = [
     "OPS",
@@ -45,3 +49,14 @@ def synthesize(model: str, **plan: Any) -> pd.DataFrame:
     from traces.synth import synthesize as _synthesize
 
     return _synthesize(model, **plan)
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'traces' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

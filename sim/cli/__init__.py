@@ -89,7 +89,6 @@ def _one_line(exc: BaseException) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the ``simrun`` console script."""
-    errors = _bad_input_errors()
     try:
         rv = cli.main(args=argv, prog_name="simrun", standalone_mode=False)
     except click.exceptions.Exit as exc:
@@ -100,13 +99,15 @@ def main(argv: list[str] | None = None) -> None:
     except click.ClickException as exc:
         click.echo(f"simrun: error: {_one_line(click.exceptions.ClickException(exc.format_message()))}", err=True)
         sys.exit(2)
-    except errors as exc:
-        click.echo(f"simrun: error: {_one_line(exc)}", err=True)
-        sys.exit(2)
     except KeyboardInterrupt:
         click.echo("simrun: interrupted", err=True)
         sys.exit(130)
-    except Exception:  # an internal failure: the traceback helps the bug report
+    except Exception as exc:
+        # the error classes load only now: importing traces.schema up front cost pandas on every start
+        if isinstance(exc, _bad_input_errors()):
+            click.echo(f"simrun: error: {_one_line(exc)}", err=True)
+            sys.exit(2)
+        # an internal failure: the traceback helps the bug report
         if os.environ.get("SIMRUN_QUIET_ERRORS"):
             click.echo(f"simrun: internal error: {_one_line(sys.exc_info()[1])}", err=True)
         else:

@@ -8,7 +8,6 @@ from contextlib import contextmanager
 from typing import Any
 
 import click
-import yaml
 
 
 def parse_set_options(values: Iterable[str]) -> dict[str, Any]:
@@ -28,6 +27,11 @@ def parse_set_options(values: Iterable[str]) -> dict[str, Any]:
     {'k': 8, 'oversubscription': 2.0, 'name': 'x'}
     """
     out: dict[str, Any] = {}
+    values = list(values)
+    if not values:
+        return out
+    import yaml  # only when there is something to parse (a fresh simrun start skips it)
+
     for value in values:
         for item in filter(None, (part.strip() for part in value.split(","))):
             key, sep, raw = item.partition("=")
