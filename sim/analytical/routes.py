@@ -110,7 +110,8 @@ class PairRoutes:
         known = (pos < len(table.pair)) & (table.pair[np.minimum(pos, max(len(table.pair) - 1, 0))] == pairs) \
             if len(table.pair) else np.zeros(len(pairs), dtype=bool)
         if not known.all():
-            self._add(table, np.unique(pairs[~known]), key)
+            new = np.sort(pairs[~known])
+            self._add(table, new[np.r_[True, new[1:] != new[:-1]]], key)
             pos = np.searchsorted(table.pair, pairs)
         return table, table.row[pos]
 

@@ -23,22 +23,12 @@ import numpy as np
 import pandas as pd
 
 from sim.analytical.bounds import op_time_s
+from sim.analytical.plans import plan_op
 from sim.analytical.ports import PortModel
 from sim.analytical.routes import PairRoutes, flow_key_base
 from sim.errors import SimError
 
 __all__ = ["op_times", "schedule", "simulate_analytical"]
-
-
-def _plan(rec: Mapping, split, algo: str, graph, meta: Mapping, options: Mapping[str, Any]):
-    from sim.planning.collectives import plan_collective
-
-    if rec["kind"] == "p2p":
-        return plan_collective("Send", int(rec["rank_bytes"]), [int(rec["src"]), int(rec["dst"])], algo=algo,
-                               graph=graph, **options)
-    rings = (meta.get("rings") or {}).get(rec["comm"])
-    return plan_collective(rec["op"], int(rec["rank_bytes"]), rec["members"], algo=algo, root=int(rec["root"]),
-                           split_bytes=split, rings=rings, graph=graph, **options)
 
 
 def _bound(plan, comm: str, routes: PairRoutes | None, ports: PortModel | None):
@@ -59,7 +49,7 @@ def _bound(plan, comm: str, routes: PairRoutes | None, ports: PortModel | None):
         load = np.zeros(routes.n_links)
         channel = np.asarray(plan.channel, np.int64)
         base = flow_key_base(comm)
-        for ch in np.unique(channel[remote]).tolist():
+        for ch in np.flatnonzero(np.bincount(channel[remote])).tolist():  # bincount: unique() hashes slowly
             m = remote & (channel == ch)
             part, spb[m], lat[m] = routes.loads(src[m], dst[m], nbytes[m], base + ch)
             load += part
@@ -88,7 +78,7 @@ def op_times(ops, keys: list, algo: str, graph, ideal_graph, router, meta: Mappi
     for i, rec in enumerate(records):
         hit = cache.get(keys[i])
         if hit is None:
-            plan = _plan(rec, ops.splits[i], algo, graph, meta, plan_options)
+            plan = plan_op(rec, ops.splits[i], algo, graph, meta, plan_options)
             t, path, link, flows, load = _bound(plan, str(rec["comm"]), routes, None)
             ideal = _bound(plan, str(rec["comm"]), None, ports)[0]
             hit = cache[keys[i]] = ((t, path, link, ideal, flows), plan.algo, load)
