@@ -4,12 +4,13 @@ Workloads: ``a2a`` (one AllToAll of 1 MiB per pair) and ``decode`` (the DeepSeek
 ``docs/synthesis.md``: SGLang, attention TP 8, EP over every GPU with EPLB redundant experts beyond 256,
 16 x EP256 at 4,096 GPUs), on ``fat_tree`` and ``rail_optimized``, for the flow tier (CLI defaults: quantile
 0.01, ideal reference on) and the analytical tier. Every point runs in a child process; the parent polls
-its RSS and wall time and kills it past ``--max-gb`` / ``--max-s`` ("over budget"), so no point can eat the
+its RSS and CPU time and kills it past ``--max-gb`` / ``--max-s`` ("over budget"), so no point can eat the
 machine's memory. Peak RSS is the child's ``ru_maxrss`` (imports and trace reading included).
 
     python benchmarks/bench_scale.py                      # 64 and 256 GPUs
     python benchmarks/bench_scale.py --big                # also 1,024 and 4,096
     python benchmarks/bench_scale.py --profile decode:64:fat_tree:flow   # pyinstrument text profile
+    python benchmarks/bench_scale.py --startup /path/to/other/checkout     # fresh start-up, A/B medians
 
 Writes ``docs/img/scale/bench_scale.csv`` and ``scale.png`` (wall time against flows, log-log, with the
 fitted exponent per workload and tier; CPU time, which the other jobs on shared cores disturb less than wall time) and prints the table. Traces are cached in ``--cache``.
@@ -82,6 +83,16 @@ def _rss_gb(pid: int) -> float:
     return 0.0
 
 
+def _cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a running process (0 when it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
 def run_limited(argv: list[str], max_s: float, max_gb: float) -> tuple[str, str, float, float, float]:
     """Run ``argv``; return (status, stdout, wall s, peak RSS GB, CPU s). Status ``ok``, ``over budget`` or
     ``failed``."""
@@ -92,7 +103,9 @@ def run_limited(argv: list[str], max_s: float, max_gb: float) -> tuple[str, str,
         pid, code, usage = os.wait4(proc.pid, os.WNOHANG)
         if pid:
             break
-        if time.perf_counter() - t0 > max_s or _rss_gb(proc.pid) > max_gb:
+        # the budget is CPU time (other jobs share the cores), with wall time capped at 4x as a backstop
+        if (_cpu_s(proc.pid) > max_s or time.perf_counter() - t0 > 4 * max_s
+                or _rss_gb(proc.pid) > max_gb):
             status = "over budget"
             proc.kill()
             pid, code, usage = os.wait4(proc.pid, 0)
@@ -135,6 +148,37 @@ def profile(spec: str, cache: Path) -> Path:
     path = OUT / f"profile_{workload}_{gpus}_{topo}_{tier}.txt"
     path.write_text(json.dumps(fig) + "\n" + prof.output_text(unicode=False, color=False, show_all=False))
     return path
+
+
+def startup(base: Path | None, repeats: int) -> None:
+    """Fresh-process wall and CPU time of three commands, this tree against ``base`` (another checkout),
+    interleaved so both see the same machine load; prints medians."""
+    import statistics
+    import tempfile
+
+    tmp = Path(tempfile.mkdtemp(prefix="collsim-startup-"))
+    flows = tmp / "a2a64.csv"
+    lines = ["src,dst,bytes,start_s"] + [f"{s},{d},{MIB},0.0" for s in range(64) for d in range(64) if s != d]
+    flows.write_text("\n".join(lines) + "\n")
+    commands = {"simrun traces": ["traces"], "simrun --help": ["--help"],
+                "simrun flows (64-GPU all-to-all)": ["flows", str(flows), "--topo", "fat_tree", "--out", str(tmp / "o")]}
+    trees = {"this tree": ROOT, **({"base": base} if base else {})}
+    times: dict = {}
+    for _ in range(repeats):
+        for label, args in commands.items():
+            for tree, root in trees.items():
+                env = {**os.environ, "PYTHONPATH": str(root)}
+                t0 = time.perf_counter()
+                proc = subprocess.Popen([sys.executable, "-m", "sim", *args], cwd=tmp, env=env,
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                _, code, usage = os.wait4(proc.pid, 0)
+                wall = time.perf_counter() - t0
+                if code != 0:
+                    raise SystemExit(f"{label} failed in {tree}")
+                times.setdefault((label, tree), []).append((wall, usage.ru_utime + usage.ru_stime))
+    for (label, tree), v in times.items():
+        print(f"{label:<34} {tree:<10} median wall {statistics.median(w for w, _ in v):.3f} s  "
+              f"CPU {statistics.median(c for _, c in v):.3f} s  ({len(v)} runs)")
 
 
 def fit_exponent(flows, wall) -> float:
@@ -180,14 +224,20 @@ def main() -> None:
     ap.add_argument("--workloads", default="a2a,decode")
     ap.add_argument("--topos", default=",".join(TOPOS))
     ap.add_argument("--tiers", default=",".join(TIERS))
-    ap.add_argument("--max-s", type=float, default=300.0, help="wall-time budget per point")
+    ap.add_argument("--max-s", type=float, default=300.0, help="CPU-time budget per point (wall: 4x)")
     ap.add_argument("--max-gb", type=float, default=8.0, help="RSS budget per point")
     ap.add_argument("--cache", type=Path, default=Path("/tmp/collsim-bench-scale"))
     ap.add_argument("--profile", default=None, metavar="WORKLOAD:GPUS:TOPO:TIER")
+    ap.add_argument("--startup", nargs="?", const="", default=None, metavar="BASE_TREE",
+                    help="time fresh simrun start-up (against another checkout BASE_TREE when given)")
+    ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
         print(json.dumps(child(json.loads(args.child))))
+        return
+    if args.startup is not None:
+        startup(Path(args.startup) if args.startup else None, args.repeats)
         return
     if args.profile:
         print(profile(args.profile, args.cache))
