@@ -29,11 +29,24 @@ def flow_key_base(comm: str) -> int:
 class _KeyTable:
     """Routed pairs of one flow key."""
 
+    @property
+    def matrix(self) -> csr_matrix:
+        """The pair × link matrix of every routed pair (blocks stacked on first use after a change)."""
+        if self.stale:
+            self._matrix = vstack(self.blocks, format="csr") if len(self.blocks) > 1 else self.blocks[0]
+            self.blocks = [self._matrix]
+            self.stale = False
+        return self._matrix
+
     def __init__(self, n_links: int) -> None:
         self.pair = np.zeros(0, dtype=np.int64)  # sorted pair ids
         self.row = np.zeros(0, dtype=np.int64)   # row of each sorted pair in ``matrix``
         self.blocks: list[csr_matrix] = []
-        self.matrix = csr_matrix((0, n_links))
+        self._matrix = csr_matrix((0, n_links))
+        self.rows_total = 0
+        self.stale = False
+        self.new_pairs: list[np.ndarray] = []
+        self.new_rows: list[np.ndarray] = []
         self.s_per_byte = np.zeros(0)
         self.latency_s = np.zeros(0)
 
@@ -64,6 +77,7 @@ class PairRoutes:
         self.gpus = int(router.num_gpus)
         self.tables: dict[int, _KeyTable] = {}
         self.routed_pairs = 0
+        self.batch_pairs = 1 << 20
 
     def _add(self, table: _KeyTable, pairs: np.ndarray, key: int) -> None:
         src, dst = np.divmod(pairs, self.gpus)
@@ -89,16 +103,14 @@ class PairRoutes:
         # a sprayed flow sends fixed fractions in parallel: its bytes take at least the slowest fraction
         spb = np.maximum.reduceat(frac / cap_min, sub_ptr[:-1])
         lat_flow = np.minimum.reduceat(lat, sub_ptr[:-1])
-        base = table.matrix.shape[0]
+        base = table.rows_total
+        table.rows_total += len(pairs)
         table.blocks.append(block)
         table.s_per_byte = np.concatenate([table.s_per_byte, spb])
         table.latency_s = np.concatenate([table.latency_s, lat_flow])
-        pair = np.concatenate([table.pair, pairs])
-        row = np.concatenate([table.row, base + np.arange(len(pairs))])
-        order = np.argsort(pair, kind="stable")
-        table.pair, table.row = pair[order], row[order]
-        table.matrix = vstack(table.blocks, format="csr") if len(table.blocks) > 1 else block
-        table.blocks = [table.matrix]
+        table.new_pairs.append(pairs)
+        table.new_rows.append(base + np.arange(len(pairs)))
+        table.stale = True
 
     def rows(self, src: np.ndarray, dst: np.ndarray, key: int) -> tuple[_KeyTable, np.ndarray]:
         """The table of ``key`` and the row of every (src, dst) pair in it (routing new pairs first)."""
@@ -111,7 +123,14 @@ class PairRoutes:
             if len(table.pair) else np.zeros(len(pairs), dtype=bool)
         if not known.all():
             new = np.sort(pairs[~known])
-            self._add(table, new[np.r_[True, new[1:] != new[:-1]]], key)
+            new = new[np.r_[True, new[1:] != new[:-1]]]
+            for lo in range(0, len(new), self.batch_pairs):  # the router's temporaries grow with the batch
+                self._add(table, new[lo:lo + self.batch_pairs], key)
+            pair = np.concatenate([table.pair, *table.new_pairs])
+            row = np.concatenate([table.row, *table.new_rows])
+            table.new_pairs, table.new_rows = [], []
+            order = np.argsort(pair, kind="stable")
+            table.pair, table.row = pair[order], row[order]
             pos = np.searchsorted(table.pair, pairs)
         return table, table.row[pos]
 
