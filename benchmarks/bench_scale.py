@@ -203,14 +203,16 @@ def plot(table, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     ok = table[table["status"] == "ok"]
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    fig, ax = plt.subplots(figsize=(8, 6.5))
     for (workload, tier), g in ok.groupby(["workload", "tier"]):
         for topo, marker in zip(TOPOS, "os", strict=True):
             h = g[g["topo"] == topo].sort_values("flows")
             if len(h):
                 slope = tail_exponent(h)
+                since = "256+" if (h["gpus"] >= 256).sum() >= 2 else "all"
+                note = f"slope {slope:.2f}, {since} GPUs" if len(h) >= 2 else "one point"
                 ax.loglog(h["flows"], h["cpu_s"], marker=marker, ls="-" if tier == "flow" else "--",
-                          label=f"{workload} {tier} {topo} (slope from 256 GPUs {slope:.2f})")
+                          label=f"{workload} {tier} {topo} ({note})")
                 for r in h.itertuples():
                     ax.annotate(str(r.gpus), (r.flows, r.cpu_s), fontsize=7, xytext=(3, 3),
                                 textcoords="offset points")
@@ -218,7 +220,7 @@ def plot(table, path: Path) -> None:
     ax.set_ylabel("simulation CPU time (s)")
     ax.set_title("collsim scaling, one simulate() call (labels: GPUs)")
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=2)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
