@@ -40,9 +40,11 @@ __all__ = [
     "MAX_SEED",
     "MAX_TIME_BINS",
     "OPTION_NAMES",
+    "resolve_options",
     "ROUTINGS",
     "SET_KEYS",
     "SimOptions",
+    "MODELS",
     "TIMINGS",
     "check_bin_count",
     "check_seed",
@@ -53,6 +55,8 @@ __all__ = [
 ALGOS = ("auto", "ring", "tree", "direct")
 ROUTINGS = ("ecmp", "spray", "single")
 TIMINGS = ("auto", "gaps", "trace", "asap")
+#: Simulation tiers (``model``).
+MODELS = ("flow", "analytical", "both")
 #: Most channels a collective may use: NCCL's ``MAXCHANNELS`` (src/include/device.h).
 MAX_CHANNELS = 64
 #: Largest seed: seeds feed the ECMP hash as a signed 64-bit integer.
@@ -67,7 +71,8 @@ MAX_DELAY_US = 3.6e9
 ALIASES: dict[str, str] = {"quantile": "completion_quantile"}
 #: Options that ``--set`` may not give: their own flag gives them, or they are not a value on a command line.
 _NOT_SET = {"algo": "--algo", "routing": "--routing", "seed": "--seed", "progress": "",
-            "trace_name": "", "topology_params": "", "processes": ""}
+            "trace_name": "", "topology_params": "", "processes": "",
+            "model": "--model"}
 
 
 def _doc(text: str, **meta: Any) -> dict[str, Any]:
@@ -114,6 +119,9 @@ class SimOptions:
         Builder parameters when the topology is a preset name or YAML path.
     processes : tuple of callables
         User simpy processes ``fn(env, net)`` (generators) run beside the replay (:mod:`sim.engine`).
+    model : {"flow", "analytical", "both"}
+        The tier: the flow-level event replay, per-collective bounds of the same plans with no event loop
+        (:mod:`sim.analytical`), or both side by side.
     """
 
     algo: str = field(default="auto", metadata=_doc("collective algorithm"))
@@ -132,6 +140,7 @@ class SimOptions:
     trace_name: str | None = field(default=None, metadata=_doc("trace name of the summary"))
     topology_params: Mapping[str, Any] = field(default_factory=dict, metadata=_doc("builder parameters"))
     processes: tuple[Callable, ...] = field(default=(), compare=False, metadata=_doc("user simpy processes"))
+    model: str = field(default="flow", metadata=_doc("simulation tier"))
 
     def __post_init__(self) -> None:
         for name, check in _CHECKS.items():
@@ -418,9 +427,34 @@ _CHECKS: dict[str, Callable[[Any], Any]] = {
     "trace_name": _str_or_none,
     "topology_params": _params,
     "processes": _processes,
+    "model": _choice("model", MODELS),
 }
 #: Every option name (the dataclass fields), in declaration order.
 OPTION_NAMES: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(SimOptions))
 #: ``--set`` keys that belong to the simulator (every other ``--set`` key is a topology parameter).
 SET_KEYS: frozenset[str] = frozenset(n for n in OPTION_NAMES if n not in _NOT_SET) | frozenset(ALIASES)
 _KNOWN = sorted(OPTION_NAMES)
+
+
+def resolve_options(options: SimOptions | None, algo: str, routing: str, seed: int,
+                    kwargs: Mapping[str, Any]) -> SimOptions:
+    """The :class:`SimOptions` of one :func:`simulate` call: ``options`` as given, or built from the named
+    parameters and keyword options (the compatibility form).
+
+    Raises
+    ------
+    OptionError
+        For a bad option, or options given both as ``options=`` and as keywords.
+    """
+    if options is None:
+        return SimOptions.from_mapping(kwargs, algo=algo, routing=routing, seed=seed)
+    if not isinstance(options, SimOptions):
+        raise OptionError(f"options={type(options).__name__}: must be a sim.options.SimOptions")
+    if kwargs:
+        raise OptionError(f"option {sorted(kwargs)[0]!r} given beside options=SimOptions(...); put it in "
+                          "the SimOptions")
+    for name, value, default in (("algo", algo, "auto"), ("routing", routing, "ecmp"), ("seed", seed, 0)):
+        if value != default and value != getattr(options, name):
+            raise OptionError(f"{name}={value!r} disagrees with options.{name}={getattr(options, name)!r}; "
+                              "give it once")
+    return options

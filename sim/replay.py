@@ -12,17 +12,15 @@ non-blocking crossbar) for ``ideal_makespan_s`` and each collective's ``ideal_s`
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 import networkx as nx
 import pandas as pd
 
 from sim.engine.workload import OpTable, Workload, build_ops, build_workload, ideal_gaps
-from sim.errors import OptionError, SimError
-from sim.options import OPTION_NAMES, SimOptions, check_bin_count
+from sim.fabric import check_fit, load_topology
+from sim.options import OPTION_NAMES, SimOptions, check_bin_count, resolve_options
 from sim.prepare import Preparer, nvlink_records, op_keys, plan_op, plan_p2p, run_engine
 
 __all__ = ["OPTIONS", "OpTable", "Preparer", "Workload", "build_ops", "build_workload", "check_fit",
@@ -31,62 +29,6 @@ __all__ = ["OPTIONS", "OpTable", "Preparer", "Workload", "build_ops", "build_wor
 
 #: Keyword options of :func:`simulate` besides its named parameters (the fields of :class:`SimOptions`).
 OPTIONS = tuple(name for name in OPTION_NAMES if name not in ("algo", "routing", "seed"))
-
-
-def load_topology(topology, world_size: int, gpus_per_node: int, params: Mapping[str, Any]) -> nx.Graph:
-    """The fabric a trace replays over: a graph as given, or a preset / YAML file built with ``params``.
-
-    Presets (and preset YAML files) are sized to the trace (``num_gpus=world_size``,
-    ``gpus_per_server=gpus_per_node``) unless ``params`` says otherwise; an explicit YAML graph keeps its
-    own size.
-
-    Raises
-    ------
-    topologies.TopologyError
-        Unknown preset, bad or unknown parameter.
-    """
-    import topologies
-
-    if isinstance(topology, nx.Graph):  # a caller's graph: checked like a built one (SPEC §4)
-        return topologies.validate_graph(topology, str(topology.graph.get("name") or "topology"))
-    if not isinstance(topology, str | Path):
-        raise topologies.TopologyError(f"a topology is a networkx.Graph, a preset name or a YAML path, got "
-                                       f"{type(topology).__name__}")
-    name = str(topology)
-    kw = {"num_gpus": world_size, "gpus_per_server": gpus_per_node}
-    kw.update(params or {})
-    if Path(name).suffix.lower() in (".yaml", ".yml"):
-        from topologies.errors import TopologyError
-
-        try:  # size a preset YAML to the trace; an explicit graph may fix its own server size
-            return topologies.build(name, **kw)
-        except TopologyError:
-            return topologies.build(name, **dict(params or {}))
-    return topologies.build(name, **kw)
-
-
-def check_fit(graph: nx.Graph, world_size: int) -> None:
-    """The trace must fit the topology, and the topology's GPUs must reach each other.
-
-    Raises
-    ------
-    SimError
-        When the trace's world size exceeds the GPUs, or the graph is disconnected.
-    """
-    gpus = [n for n, d in graph.nodes(data=True) if d.get("kind") == "gpu"]
-    name = graph.graph.get("name", "topology")
-    if world_size > len(gpus):
-        raise SimError(f"trace world_size {world_size} exceeds the {len(gpus)} GPUs of topology {name!r} "
-                       f"(size it to the trace: --set num_gpus={world_size})")
-    missing = [f"gpu{r}" for r in range(world_size) if f"gpu{r}" not in graph]
-    if missing:
-        raise SimError(f"topology {name!r} has no node {missing[0]} for rank {missing[0][3:]}")
-    if world_size > 1:
-        comp = nx.node_connected_component(graph, "gpu0")
-        cut = [f"gpu{r}" for r in range(world_size) if f"gpu{r}" not in comp]
-        if cut:
-            raise SimError(f"topology {name!r} is disconnected: gpu0 cannot reach {cut[0]}"
-                           + (f" (and {len(cut) - 1} more GPUs)" if len(cut) > 1 else ""))
 
 
 def run_ideal(graph: nx.Graph, preparer: Preparer, opts: SimOptions, workload: Workload, *, timing: str,
@@ -103,30 +45,6 @@ def run_ideal(graph: nx.Graph, preparer: Preparer, opts: SimOptions, workload: W
     return run_engine(workload, iprep, irouter, timing=timing, completion_quantile=opts.completion_quantile,
                       bin_s=None, memoize=opts.memoize, progress=progress, label=label, link_stats=False,
                       memo=memo)
-
-
-def resolve_options(options: SimOptions | None, algo: str, routing: str, seed: int,
-                    kwargs: Mapping[str, Any]) -> SimOptions:
-    """The :class:`SimOptions` of one :func:`simulate` call: ``options`` as given, or built from the named
-    parameters and keyword options (the compatibility form).
-
-    Raises
-    ------
-    OptionError
-        For a bad option, or options given both as ``options=`` and as keywords.
-    """
-    if options is None:
-        return SimOptions.from_mapping(kwargs, algo=algo, routing=routing, seed=seed)
-    if not isinstance(options, SimOptions):
-        raise OptionError(f"options={type(options).__name__}: must be a sim.options.SimOptions")
-    if kwargs:
-        raise OptionError(f"option {sorted(kwargs)[0]!r} given beside options=SimOptions(...); put it in "
-                          "the SimOptions")
-    for name, value, default in (("algo", algo, "auto"), ("routing", routing, "ecmp"), ("seed", seed, 0)):
-        if value != default and value != getattr(options, name):
-            raise OptionError(f"{name}={value!r} disagrees with options.{name}={getattr(options, name)!r}; "
-                              "give it once")
-    return options
 
 
 def simulate(trace_df: pd.DataFrame, topology, algo: str = "auto", routing: str = "ecmp", seed: int = 0,
@@ -154,7 +72,9 @@ def simulate(trace_df: pd.DataFrame, topology, algo: str = "auto", routing: str 
         ``topology_params``, ``processes`` (simpy processes ``fn(env, net)`` started with the replay, see
         ``docs/simulator.md``; they switch memoisation off)), converted to one ``SimOptions``. ``fail_links`` and
         ``degrade_links`` items may carry a time window (``N@T1-T2``, ``N@T1-T2/PERIOD``,
-        ``N:F@T1-T2``; :mod:`sim.anomalies`).
+        ``N:F@T1-T2``; :mod:`sim.anomalies`). ``model`` ("flow", default; "analytical": per-collective
+        bounds of the same plans, no event loop; "both": the flow Result plus ``tiers``, see
+        :mod:`sim.analytical`).
 
     Returns
     -------
@@ -179,6 +99,14 @@ def simulate(trace_df: pd.DataFrame, topology, algo: str = "auto", routing: str 
 
     opts = resolve_options(options, algo, routing, seed, kwargs)
     algo, routing, seed = opts.algo, opts.routing, opts.seed
+    if opts.model != "flow":  # the analytical tier, or both tiers side by side
+        from sim.analytical.dispatch import with_tiers
+        from sim.analytical.tier import simulate_analytical
+
+        analytical = simulate_analytical(trace_df, topology, options=opts)
+        if opts.model == "analytical":
+            return analytical
+        return with_tiers(simulate(trace_df, topology, options=opts.replace(model="flow")), analytical)
     wall0 = time.perf_counter()
     df = validate(trace_df)
     meta = dict(df.attrs.get("collsim") or {})

@@ -162,7 +162,7 @@ def build_topology(topo: str, trace_meta: Mapping[str, Any], params: Mapping[str
     SimError
         The trace does not fit the topology.
     """
-    from sim.replay import check_fit, load_topology
+    from sim.fabric import check_fit, load_topology
 
     world = int(trace_meta.get("world_size") or 0)
     graph = load_topology(topo, world, int(trace_meta.get("gpus_per_node") or 8), params)

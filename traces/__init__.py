@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 # The schema and I/O (pandas, pyarrow) load on first use, so importing the leaf `traces.errors` (as every
 # package does for collsim's error root) does not import pandas.
-_LAZY = {"list_builtin": "traces.io", "read_trace": "traces.io", "resolve_trace_path": "traces.io",
+_LAZY = {"list_builtin": "traces.builtin", "read_trace": "traces.io", "resolve_trace_path": "traces.io",
          "write_trace": "traces.io", "OPS": "traces.schema", "empty_trace": "traces.schema",
          "new_metadata": "traces.schema", "validate": "traces.schema"}
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -18,26 +17,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from traces.atomic import atomic_output, short_repr
+
+# kept in a module without pandas so that ``simrun traces`` starts fast; re-exported here
+from traces.builtin import BUILTIN_DESCRIPTIONS, builtin_dir, list_builtin  # noqa: E402,F401
 from traces.schema import ARROW_SCHEMA, METADATA_KEY, SCHEMA_VERSION, TraceError, validate
-
-#: One line per built-in trace: what it holds. The file itself is ``traces/data/<name>``.
-BUILTIN_DESCRIPTIONS: dict[str, str] = {
-    "ds_v3.parquet": "DeepSeek-V3 serving (SGLang), 4 servers x 8 GPUs: DP-attention TP8 + EP32 all-to-all across servers (first 8 of 61 blocks)",
-    "ds_v3_tp16.parquet": "DeepSeek-V3 reference engine, TP16 on 2 servers x 8 GPUs: 181 AllReduce per forward",
-    "llama3_70b_train.parquet": "Llama-3 70B training step, Megatron TP8/PP4/DP2, 1F1B (AllReduce, Send/Recv)",
-}
-
-
-def builtin_dir() -> Path:
-    """Return the folder holding the built-in traces (inside the installed package)."""
-    return Path(str(resources.files("traces") / "data"))
-
-
-def list_builtin() -> list[tuple[str, str]]:
-    """List the built-in traces that are present, as ``(name, description)`` pairs, sorted by name."""
-    folder = builtin_dir()
-    names = sorted(p.name for p in folder.glob("*.parquet")) if folder.is_dir() else []
-    return [(n, BUILTIN_DESCRIPTIONS.get(n, "")) for n in names]
 
 
 def resolve_trace_path(path_or_name: str | Path) -> Path:

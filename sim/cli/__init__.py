@@ -111,7 +111,7 @@ def _one_line(exc: BaseException) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the ``simrun`` console script."""
-    errors = _bad_input_errors()
+    errors = _bad_input_errors()  # traces.errors is a leaf: importing it costs no pandas
     try:
         rv = cli.main(args=argv, prog_name="simrun", standalone_mode=False)
     except click.exceptions.Exit as exc:

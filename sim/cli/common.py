@@ -9,7 +9,6 @@ from contextlib import contextmanager
 from typing import Any
 
 import click
-import yaml
 
 #: Numbers in exponent form without a dot (``1e-6``), which YAML 1.1 reads as strings.
 _EXPONENT_FLOAT = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")
@@ -32,6 +31,11 @@ def parse_set_options(values: Iterable[str]) -> dict[str, Any]:
     {'k': 8, 'oversubscription': 2.0, 'name': 'x', 'bin_s': 1e-06}
     """
     out: dict[str, Any] = {}
+    values = list(values)
+    if not values:
+        return out
+    import yaml  # only when there is something to parse (a fresh simrun start skips it)
+
     for value in values:
         for item in filter(None, (part.strip() for part in value.split(","))):
             key, sep, raw = item.partition("=")

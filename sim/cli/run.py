@@ -25,7 +25,7 @@ DEFAULT_QUANTILE = 0.01  # <= 0.2 % makespan error against the exact solve (test
 SIM_KEYS = SET_KEYS
 #: Options of ``simrun run`` that have a flag of their own: option name -> flag.
 FLAGS = {"timing": "--timing", "completion_quantile": "--quantile", "fail_links": "--fail-links",
-         "degrade_links": "--degrade-links", "stragglers": "--straggler"}
+         "degrade_links": "--degrade-links", "stragglers": "--straggler", "model": "--model"}
 
 
 def default_out(trace: str, topo: str) -> Path:
@@ -89,7 +89,7 @@ def count_ops(df) -> int:
 
 def run(trace: str, topo: str, *, set_values=(), algo="auto", routing="ecmp", seed=0, out=None,
         fail_links=None, degrade_links=None, stragglers=(), timing=None, quantile=None, plots=True,
-        progress=None, force=False, on_trace=None):
+        progress=None, force=False, on_trace=None, model=None):
     """Read, simulate and write; return ``(result, out_dir)`` (the CLI's whole job, minus printing).
 
     ``on_trace(df)`` is called once the trace is read (the CLI sizes its progress bar from it).
@@ -100,7 +100,8 @@ def run(trace: str, topo: str, *, set_values=(), algo="auto", routing="ecmp", se
 
     opts, _ = run_options(set_values, algo=algo, routing=routing, seed=seed, trace_name=Path(trace).name,
                           progress=progress, timing=timing, completion_quantile=quantile,
-                          fail_links=fail_links, degrade_links=degrade_links, stragglers=tuple(stragglers))
+                          fail_links=fail_links, degrade_links=degrade_links, stragglers=tuple(stragglers),
+                          model=model)
     check_trace_path(trace)
     out_dir = Path(out) if out else default_out(trace, topo)
     clear_outputs(out_dir, force)  # before the work: a refused folder fails fast
@@ -108,7 +109,12 @@ def run(trace: str, topo: str, *, set_values=(), algo="auto", routing="ecmp", se
     if on_trace is not None:
         on_trace(df)
     result = simulate(df, topo, options=opts)
-    result.write(out_dir, plots=plots)
+    # the analytical tier keeps no time series or flows to plot
+    analytical = opts.model == "analytical"
+    result.write(out_dir, plots=plots and not analytical, timeline=not analytical)
+    tiers = getattr(result, "tiers", None)
+    if tiers is not None:
+        tiers.to_parquet(out_dir / "tiers.parquet", index=False)
     return result, out_dir
 
 
@@ -143,7 +149,15 @@ def _print_table(result, out_dir: Path, plots: bool = True) -> None:
     if s.get("ecmp_imbalance"):
         t.add_row("ECMP imbalance (max/mean uplink bytes)",
                   ", ".join(f"{k} {v:.2f}" for k, v in s["ecmp_imbalance"].items()))
-    t.add_row("incast events / max fan-in", f"{s['incast_events']:,} / {s['max_incast_fanin']}")
+    if s.get("incast_events") is None:
+        t.add_row("incast events / max fan-in", "not modelled (analytical tier)")
+    else:
+        t.add_row("incast events / max fan-in", f"{s['incast_events']:,} / {s['max_incast_fanin']}")
+    if s.get("analytical_makespan_s") is not None:
+        t.add_row("analytical makespan / wall time",
+                  f"{s['analytical_makespan_s'] * 1e3:.3f} ms / {s['analytical_wall_s']:.2f} s")
+        t.add_row("flow / analytical - 1 per collective, p50 / max",
+                  f"{s['tier_disagreement_p50']:.4f} / {s['tier_disagreement_max']:.4f}")
     skipped = {k: v for k, v in (s.get("skipped") or {}).items() if v}
     if skipped:
         t.add_row("skipped", ", ".join(f"{k} {v}" for k, v in skipped.items()))
@@ -193,7 +207,11 @@ def _print_table(result, out_dir: Path, plots: bool = True) -> None:
     if stride > 1:
         console.print(f"timeline.json holds one flow in {stride} ({-(-int(s['flows']) // stride):,} of "
                       f"{s['flows']:,}; all collectives)", highlight=False)
-    files = "summary.json, *.parquet, " + ("report.html, " if plots else "") + "timeline.json"
+    if s.get("model") == "analytical":
+        files = "summary.json, *.parquet"
+    else:
+        files = ("summary.json, *.parquet, " + ("report.html, " if plots else "") + "timeline.json"
+                 + (", tiers.parquet" if s.get("model") == "both" else ""))
     console.print(f"wrote {out_dir}/ ({files})", highlight=False)
 
 
@@ -225,8 +243,12 @@ def _print_table(result, out_dir: Path, plots: bool = True) -> None:
                    "(exact); q jumps to the q-quantile of predicted finishes (see docs/simulator.md for the "
                    f"error). [default: {DEFAULT_QUANTILE}]")
 @click.option("--no-report", is_flag=True, help="Skip report.html and its plots.")
+@click.option("--model", type=click.Choice(["flow", "analytical", "both"]), default=None,
+              help="flow: the event-driven flow tier; analytical: per-collective bounds of the same plans (no "
+                   "event loop); both: the flow tier plus tiers.parquet comparing them per collective. "
+                   "[default: flow]")
 def command(trace, topo, set_values, algo, routing, seed, out, force, as_json, fail_links, degrade_links,
-            stragglers, timing, quantile, no_report) -> None:
+            stragglers, timing, quantile, no_report, model) -> None:
     """Replay trace T over topology X; print a summary table and write the result files."""
     from sim.cli.common import show_progress, solver_needs_compile
 
@@ -247,7 +269,8 @@ def command(trace, topo, set_values, algo, routing, seed, out, force, as_json, f
         result, out_dir = run(trace, topo, set_values=set_values, algo=algo, routing=routing, seed=seed,
                               out=out, fail_links=fail_links, degrade_links=degrade_links,
                               stragglers=stragglers, timing=timing, quantile=quantile, plots=not no_report,
-                              progress=progress, force=force, on_trace=lambda df: (on_trace(df), bar()))
+                              progress=progress, force=force, on_trace=lambda df: (on_trace(df), bar()),
+                              model=model)
     if as_json:
         sys.stdout.write((out_dir / "summary.json").read_text())
         return

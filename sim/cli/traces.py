@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from traces.io import list_builtin
+from traces.builtin import list_builtin
 
 
 @click.command("traces")

@@ -32,12 +32,14 @@ import pandas as pd
 from traces.schema import TraceError
 from traces.synth.builder import TraceBuilder
 from traces.synth.compute import ComputeModel, attention_flops, get_gpu, mlp_flops
+from traces.synth.eplb import ExpertPlacement
 from traces.synth.models import ModelSpec
 from traces.synth.router import Router, copies_matrix
 from traces.synth.workload import (
     Batch,
     Step,
     continuous_batching,
+    decode_steps,
     make_requests,
     plan_from_options,
     static_batching,
@@ -74,11 +76,30 @@ class InferencePlan:
     prompt_broadcast: bool = True
     nvlink_gbps: float = 3600.0
     net_gbps: float = 400.0
+    redundant_experts: int | None = None
+    decode_batch: int = 0
+    decode_context: int = 4096
+    eplb_tokens: int = 4096
 
     @classmethod
     def from_options(cls, options: dict) -> InferencePlan:
         """Build a plan from keyword options, rejecting unknown names with one line."""
         return plan_from_options(cls, options, "inference")
+
+
+def _redundant(plan: InferencePlan, spec: ModelSpec) -> int:
+    """Redundant expert replicas: as given, else one slot per GPU when EP spans more GPUs than experts
+    (DeepSeek-V3 decode at EP320, arXiv 2412.19437 §3.4.2), else none."""
+    if plan.redundant_experts is not None:
+        return plan.redundant_experts
+    if plan.ep > spec.experts > 0:
+        return plan.ep * -(-spec.experts // plan.ep) - spec.experts
+    return 0
+
+
+def ep_comm_name(instance: int, instances: int) -> str:
+    """``ep`` for one EP deployment over all ranks, ``ep0``, ``ep1``, ... for several side by side."""
+    return "ep" if instances == 1 else f"ep{instance}"
 
 
 def _ctx(phase: str, step: int, layer: int | None, site: str) -> str:
@@ -94,6 +115,14 @@ def _check(plan: InferencePlan, spec: ModelSpec) -> tuple[int, bool]:
         value = getattr(plan, name)
         if not isinstance(value, int) or value < 1:
             raise TraceError(f"option '{name}' must be a positive integer, got {value!r}")
+    for name in ("decode_batch", "eplb_tokens"):
+        if not isinstance(getattr(plan, name), int) or getattr(plan, name) < 0:
+            raise TraceError(f"option '{name}' must be a non-negative integer, got {getattr(plan, name)!r}")
+    if not isinstance(plan.decode_context, int) or plan.decode_context < 1:
+        raise TraceError(f"option 'decode_context' must be a positive integer, got {plan.decode_context!r}")
+    red = plan.redundant_experts
+    if red is not None and (not isinstance(red, int) or red < 0):
+        raise TraceError(f"option 'redundant_experts' must be a non-negative integer, got {red!r}")
     if plan.dedup not in ("expert", "rank"):
         raise TraceError(f"option 'dedup' must be 'expert' or 'rank', got {plan.dedup!r}")
     world = plan.tp * plan.dp * plan.pp
@@ -107,11 +136,14 @@ def _check(plan: InferencePlan, spec: ModelSpec) -> tuple[int, bool]:
     if plan.ep > 1 and not spec.is_moe:
         raise TraceError(f"option 'ep' needs an MoE model; {spec.name} is dense")
     if ep_mode:
-        if plan.ep != world or plan.pp != 1:
-            raise TraceError(f"expert parallelism with dp > 1 needs ep == tp × dp = {world} and pp = 1, "
+        if world % plan.ep or plan.ep % plan.tp or plan.pp != 1:
+            raise TraceError(f"expert parallelism with dp > 1 needs ep to divide tp × dp = {world} into whole "
+                             f"replicas (independent EP deployments side by side) and pp = 1, "
                              f"got ep={plan.ep} pp={plan.pp}")
-        if spec.experts % plan.ep:
-            raise TraceError(f"ep={plan.ep} does not divide {spec.experts} experts")
+        physical = spec.experts + _redundant(plan, spec)
+        if physical % plan.ep:
+            raise TraceError(f"ep={plan.ep} does not divide {spec.experts} experts + {physical - spec.experts} "
+                             "redundant: set redundant_experts so that every GPU hosts as many replicas")
     elif plan.ep > 1 and plan.ep != plan.tp:
         raise TraceError(f"with dp = 1, expert parallelism runs inside the TP group: ep must equal tp ({plan.tp})")
     if plan.nodes is not None and plan.nodes * plan.gpus_per_node != world:
@@ -253,14 +285,16 @@ def _split(n: int, parts: int) -> np.ndarray:
 
 
 def _emit_ep_forward(b: TraceBuilder, spec: ModelSpec, plan: InferencePlan, costs: _Costs, step: Step,
-                     router: Router, world: int) -> None:
+                     router: Router, world: int, placement: ExpertPlacement | None = None) -> None:
     """One forward of all DP-attention replicas with DeepEP-style expert parallelism over every rank."""
     tp, dp, h, k = plan.tp, plan.dp, spec.hidden, step.index
     fp8 = plan.dispatch_fp8 if plan.dispatch_fp8 is not None else spec.weight_bytes == 1
     dispatch_copy_bytes = h + (h // 128) * 4 if fp8 else 2 * h  # FP8 values + one fp32 scale per 128
     dispatch_dtype = "fp8_e4m3" if fp8 else "bf16"
     combine_copy_bytes = 2 * h
-    per_rank_experts = spec.experts // world
+    ep = plan.ep
+    per_rank_experts = spec.experts // ep if placement is None else placement.slots_per_gpu
+    instances = world // ep  # EP deployments side by side, each over ep consecutive ranks
     batches = step.batches
     T = np.array([bt.tokens for bt in batches], dtype=np.int64)
     local = np.concatenate([_split(t, tp) for t in T])  # tokens each rank dispatches
@@ -300,15 +334,19 @@ def _emit_ep_forward(b: TraceBuilder, spec: ModelSpec, plan: InferencePlan, cost
                                  _ctx(bt.phase, k, layer, "attn_rs"))
                 else:
                     b.collective(f"tp{d}", "AllReduce", bt.tokens * h, "bf16", _ctx(bt.phase, k, layer, "attn_out"))
-        chosen = router.route(layer, int(local.sum()))
-        choices = np.split(chosen, np.cumsum(local)[:-1])
-        copies = copies_matrix(choices, spec.experts, world, plan.dedup)
-        b.compute(all_ranks, costs.experts(0, per_rank_experts, local, 1))  # gate + shared expert
-        b.collective("ep", "AllToAll", 0, dispatch_dtype, _ctx(step_phase, k, layer, "moe_dispatch"),
-                     split_bytes=copies * dispatch_copy_bytes)
-        b.compute(all_ranks, costs.experts(copies.sum(axis=0), per_rank_experts, 0, 1))
-        b.collective("ep", "AllToAll", 0, "bf16", _ctx(step_phase, k, layer, "moe_combine"),
-                     split_bytes=copies.T * combine_copy_bytes)
+        dest_of = None if placement is None else placement.dest_of(layer)
+        for inst in range(instances):
+            ranks, loc = all_ranks[inst * ep:(inst + 1) * ep], local[inst * ep:(inst + 1) * ep]
+            comm = ep_comm_name(inst, instances)
+            chosen = router.route(layer, int(loc.sum()))
+            choices = np.split(chosen, np.cumsum(loc)[:-1])
+            copies = copies_matrix(choices, spec.experts, ep, plan.dedup, dest_of)
+            b.compute(ranks, costs.experts(0, per_rank_experts, loc, 1))  # gate + shared expert
+            b.collective(comm, "AllToAll", 0, dispatch_dtype, _ctx(step_phase, k, layer, "moe_dispatch"),
+                         split_bytes=copies * dispatch_copy_bytes)
+            b.compute(ranks, costs.experts(copies.sum(axis=0), per_rank_experts, 0, 1))
+            b.collective(comm, "AllToAll", 0, "bf16", _ctx(step_phase, k, layer, "moe_combine"),
+                         split_bytes=copies.T * combine_copy_bytes)
         if tp > 1:
             each_active(lambda d, bt, layer=layer: b.collective(
                 f"tp{d}", "AllGather", int(slice_[d]) * h, "bf16", _ctx(bt.phase, k, layer, "moe_ag")))
@@ -358,7 +396,10 @@ def synthesize_inference(spec: ModelSpec, plan: InferencePlan) -> pd.DataFrame:
         return max(costs.forward_estimate(bt, plan.tp, world) for bt in step.batches if bt.phase != "idle") \
             + n_ops * per_op_s
 
-    if plan.engine == "reference":
+    if plan.decode_batch > 0:  # one decode forward of running sequences, no requests scheduled
+        replicas = 1 if plan.engine == "reference" else plan.dp
+        steps = decode_steps(replicas, plan.decode_batch, plan.decode_context)
+    elif plan.engine == "reference":
         steps = static_batching(reqs, plan.max_batch, estimate)
         replicas = 1
     else:
@@ -375,13 +416,17 @@ def synthesize_inference(spec: ModelSpec, plan: InferencePlan) -> pd.DataFrame:
                 base = d * plan.pp * plan.tp
                 b.add_comm(f"pp{d}.{t}", [base + s * plan.tp + t for s in range(plan.pp)])
     if ep_mode:
-        b.add_comm("ep", range(world))
+        for inst in range(world // plan.ep):
+            b.add_comm(ep_comm_name(inst, world // plan.ep), range(inst * plan.ep, (inst + 1) * plan.ep))
     router = Router(spec, plan.seed, plan.router_skew) if ep_mode else None
+    redundant = _redundant(plan, spec) if ep_mode else 0
+    placement = (ExpertPlacement.build(router, plan.ep, gpn, redundant, plan.seed, plan.eplb_tokens or 4096)
+                 if redundant else None)
     for step in steps:
         if ep_mode:
             if step.new_requests:
                 b.wait_until(range(world), float(reqs.arrival_s[step.new_requests].max()))
-            _emit_ep_forward(b, spec, plan, costs, step, router, world)
+            _emit_ep_forward(b, spec, plan, costs, step, router, world, placement)
             continue
         for d, batch in enumerate(step.batches):
             if batch.phase == "idle":
@@ -396,13 +441,23 @@ def synthesize_inference(spec: ModelSpec, plan: InferencePlan) -> pd.DataFrame:
                 _emit_tp_forward(b, spec, plan, costs, step, d, batch, world)
     parallelism = {"engine": plan.engine, "tp": plan.tp, "dp": plan.dp, "ep": plan.ep, "pp": plan.pp,
                    "mode": "dp-attention+ep" if ep_mode else "tp"}
+    if ep_mode and world > plan.ep:
+        parallelism["ep_instances"] = world // plan.ep
+    if placement is not None:
+        parallelism.update(redundant_experts=placement.redundant, expert_slots_per_gpu=placement.slots_per_gpu,
+                           expert_placement=f"eplb-{placement.policy}")
+    what = (f"{plan.decode_batch} running sequence(s) per replica, context {plan.decode_context}"
+            if plan.decode_batch else f"{len(reqs)} request(s)")
     notes = [
-        f"synthesized: {len(reqs)} request(s), {len(steps)} forward step(s), seed {plan.seed}",
+        f"synthesized: {what}, {len(steps)} forward step(s), seed {plan.seed}",
         f"compute model: {plan.gpu}, mfu {plan.mfu}; t_start_s is the modelled issue time, durations are NaN",
         "a request with N output tokens runs 1 prefill forward and N-1 decode forwards",
     ]
     if ep_mode:
         notes.append(f"all-to-all copies counted per (token, {plan.dedup}); dispatch fp8+scales, combine bf16")
+    if placement is not None:
+        notes.append(f"{placement.redundant} redundant experts placed by EPLB ({placement.policy} policy, "
+                     f"{placement.slots_per_gpu} per GPU); static dispatch: local replica, else an even spread")
     return b.frame(f"synth:{spec.name}:{plan.engine}", model=spec.name, parallelism=parallelism, notes=notes,
                    gpu=plan.gpu)
 

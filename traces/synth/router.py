@@ -78,10 +78,10 @@ class Router:
 
 
 def copies_matrix(choice_per_source: list[np.ndarray], experts: int, ep: int,
-                  dedup: str = "expert") -> np.ndarray:
+                  dedup: str = "expert", dest_of: np.ndarray | None = None) -> np.ndarray:
     """Token copies from each EP rank to each EP rank (``(ep, ep)`` int matrix).
 
-    Expert ``x`` lives on EP rank ``x // (experts // ep)``.
+    Expert ``x`` lives on EP rank ``x // (experts // ep)``, unless ``dest_of`` says otherwise.
 
     Parameters
     ----------
@@ -91,7 +91,12 @@ def copies_matrix(choice_per_source: list[np.ndarray], experts: int, ep: int,
         ``"expert"``: one copy per (token, expert) pair, so a rank's row sums to ``tokens × top_k``;
         ``"rank"``: one copy per (token, destination rank), as DeepEP's dispatch sends a token once to each
         rank that hosts any of its experts.
+    dest_of : numpy.ndarray, optional
+        ``(ep, experts)``: the EP rank a copy from source rank i to logical expert x goes to (redundant
+        experts, :func:`traces.synth.eplb.dispatch_gpus`).
     """
+    if dest_of is not None:
+        return _copies_by_map(choice_per_source, ep, dedup, dest_of)
     per_rank = experts // ep
     out = np.zeros((ep, ep), dtype=np.int64)
     for i, chosen in enumerate(choice_per_source):
@@ -107,4 +112,17 @@ def copies_matrix(choice_per_source: list[np.ndarray], experts: int, ep: int,
     return out
 
 
+def _copies_by_map(choice_per_source: list[np.ndarray], ep: int, dedup: str, dest_of: np.ndarray) -> np.ndarray:
+    out = np.zeros((ep, ep), dtype=np.int64)
+    for i, chosen in enumerate(choice_per_source):
+        if chosen.size == 0:
+            continue
+        dest = dest_of[i][chosen]
+        if dedup == "rank":  # one copy per distinct destination rank of a token
+            dest = np.sort(dest, axis=1)
+            first = np.ones(dest.shape, dtype=bool)
+            first[:, 1:] = dest[:, 1:] != dest[:, :-1]
+            dest = dest[first]
+        out[i] = np.bincount(dest.ravel(), minlength=ep)
+    return out
 __all__ = ["Router", "copies_matrix"]

@@ -213,6 +213,18 @@ def continuous_batching(reqs: Requests, replicas: int, step_time_s: Callable[[St
     return steps
 
 
+def decode_steps(replicas: int, batch: int, context_tokens: int) -> list[Step]:
+    """One decode forward in which every replica runs ``batch`` sequences of ``context_tokens`` keys each
+    (a serving system in steady state, as DeepSeek's decode profile: no prefill, no scheduling).
+
+    Examples
+    --------
+    >>> [(b.phase, b.tokens, b.context_tokens) for b in decode_steps(2, 4, 100)[0].batches]
+    [('decode', 4, 400.0), ('decode', 4, 400.0)]
+    """
+    return [Step(0, [Batch("decode", batch, batch, float(batch * context_tokens)) for _ in range(replicas)])]
+
+
 def static_batching(reqs: Requests, max_batch: int, step_time_s: Callable[[Step], float]) -> list[Step]:
     """Schedule requests as DeepSeek's ``generate.py`` does: fixed batches run to completion.
 

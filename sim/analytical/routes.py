@@ -1,0 +1,143 @@
+"""Routes of GPU pairs cached per flow key, as a sparse pair × link matrix (for link loads in one product).
+
+The flow tier hashes a flow's ECMP path from (src, dst, flow key), the key being the communicator's hash
+plus the NCCL channel. Ops of one communicator reuse the same pairs, so each (key, pair) is routed once
+and an op's link loads are one sparse product: ``load = M.T @ bytes_per_pair``.
+"""
+
+from __future__ import annotations
+
+import zlib
+
+import numpy as np
+from scipy.sparse import csr_matrix, vstack
+
+__all__ = ["PairRoutes", "flow_key_base"]
+
+
+def flow_key_base(comm: str) -> int:
+    """The per-communicator flow-key base the flow tier hashes (crc32 of the name, 30 bits).
+
+    Examples
+    --------
+    >>> flow_key_base("ep") == flow_key_base("ep") != flow_key_base("tp0")
+    True
+    """
+    return zlib.crc32(comm.encode()) & 0x3FFFFFFF
+
+
+class _KeyTable:
+    """Routed pairs of one flow key."""
+
+    @property
+    def matrix(self) -> csr_matrix:
+        """The pair × link matrix of every routed pair (blocks stacked on first use after a change)."""
+        if self.stale:
+            self._matrix = vstack(self.blocks, format="csr") if len(self.blocks) > 1 else self.blocks[0]
+            self.blocks = [self._matrix]
+            self.stale = False
+        return self._matrix
+
+    def __init__(self, n_links: int) -> None:
+        self.pair = np.zeros(0, dtype=np.int64)  # sorted pair ids
+        self.row = np.zeros(0, dtype=np.int64)   # row of each sorted pair in ``matrix``
+        self.blocks: list[csr_matrix] = []
+        self._matrix = csr_matrix((0, n_links))
+        self.rows_total = 0
+        self.stale = False
+        self.new_pairs: list[np.ndarray] = []
+        self.new_rows: list[np.ndarray] = []
+        self.s_per_byte = np.zeros(0)
+        self.latency_s = np.zeros(0)
+
+
+class PairRoutes:
+    """Lazily routed GPU pairs of a :class:`topologies.routing.Router`.
+
+    Parameters
+    ----------
+    router : topologies.routing.Router
+
+    Examples
+    --------
+    >>> from topologies import fat_tree
+    >>> from topologies.routing import Router
+    >>> pr = PairRoutes(Router(fat_tree(4, gpus_per_server=1)))
+    >>> load, spb, lat = pr.loads(np.array([0, 1]), np.array([15, 15]), np.array([1e6, 1e6]), 7)
+    >>> float(load.max())  # both flows end on gpu15's access link
+    2000000.0
+    """
+
+    def __init__(self, router) -> None:
+        self.router = router
+        links = router.links
+        self.capacity_bytes_per_s = links["capacity_gbps"].to_numpy(np.float64) * 1e9 / 8
+        self.link_latency_s = links["latency_us"].to_numpy(np.float64) * 1e-6
+        self.n_links = len(links)
+        self.gpus = int(router.num_gpus)
+        self.tables: dict[int, _KeyTable] = {}
+        self.routed_pairs = 0
+        self.batch_pairs = 1 << 20
+
+    def _add(self, table: _KeyTable, pairs: np.ndarray, key: int) -> None:
+        src, dst = np.divmod(pairs, self.gpus)
+        routes = self.router.route(src, dst, np.full(len(pairs), key, dtype=np.int64))
+        self.routed_pairs += len(pairs)
+        link_ptr = np.asarray(routes.link_ptr, np.int64)
+        link_idx = np.asarray(routes.link_idx, np.int64)
+        sub_ptr = np.asarray(routes.sub_ptr, np.int64)
+        frac = np.asarray(routes.fraction, np.float64)
+        n_sub = len(frac)
+        per_sub = np.diff(link_ptr)
+        sub_of_entry = np.repeat(np.arange(n_sub), per_sub)
+        flow_of_sub = np.repeat(np.arange(len(pairs)), np.diff(sub_ptr))
+        block = csr_matrix((frac[sub_of_entry], (flow_of_sub[sub_of_entry], link_idx)),
+                           shape=(len(pairs), self.n_links))
+        starts = link_ptr[:-1]
+        nonempty = per_sub > 0
+        cap_min = np.full(n_sub, np.inf)
+        lat = np.zeros(n_sub)
+        if nonempty.any():
+            cap_min[nonempty] = np.minimum.reduceat(self.capacity_bytes_per_s[link_idx], starts[nonempty])
+            lat[nonempty] = np.add.reduceat(self.link_latency_s[link_idx], starts[nonempty])
+        # a sprayed flow sends fixed fractions in parallel: its bytes take at least the slowest fraction
+        spb = np.maximum.reduceat(frac / cap_min, sub_ptr[:-1])
+        lat_flow = np.minimum.reduceat(lat, sub_ptr[:-1])
+        base = table.rows_total
+        table.rows_total += len(pairs)
+        table.blocks.append(block)
+        table.s_per_byte = np.concatenate([table.s_per_byte, spb])
+        table.latency_s = np.concatenate([table.latency_s, lat_flow])
+        table.new_pairs.append(pairs)
+        table.new_rows.append(base + np.arange(len(pairs)))
+        table.stale = True
+
+    def rows(self, src: np.ndarray, dst: np.ndarray, key: int) -> tuple[_KeyTable, np.ndarray]:
+        """The table of ``key`` and the row of every (src, dst) pair in it (routing new pairs first)."""
+        table = self.tables.get(key)
+        if table is None:
+            table = self.tables[key] = _KeyTable(self.n_links)
+        pairs = np.asarray(src, np.int64) * self.gpus + np.asarray(dst, np.int64)
+        pos = np.searchsorted(table.pair, pairs)
+        known = (pos < len(table.pair)) & (table.pair[np.minimum(pos, max(len(table.pair) - 1, 0))] == pairs) \
+            if len(table.pair) else np.zeros(len(pairs), dtype=bool)
+        if not known.all():
+            new = np.sort(pairs[~known])
+            new = new[np.r_[True, new[1:] != new[:-1]]]
+            for lo in range(0, len(new), self.batch_pairs):  # the router's temporaries grow with the batch
+                self._add(table, new[lo:lo + self.batch_pairs], key)
+            pair = np.concatenate([table.pair, *table.new_pairs])
+            row = np.concatenate([table.row, *table.new_rows])
+            table.new_pairs, table.new_rows = [], []
+            order = np.argsort(pair, kind="stable")
+            table.pair, table.row = pair[order], row[order]
+            pos = np.searchsorted(table.pair, pairs)
+        return table, table.row[pos]
+
+    def loads(self, src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray, key: int
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Bytes per link of transfers ``src -> dst`` on flow key ``key``, and each transfer's seconds per
+        byte (its path's slowest link) and path latency."""
+        table, rows = self.rows(src, dst, key)
+        weight = np.bincount(rows, weights=nbytes, minlength=table.matrix.shape[0])
+        return table.matrix.T @ weight, table.s_per_byte[rows], table.latency_s[rows]

@@ -1,0 +1,236 @@
+"""The analytical tier: every collective's time from its own transfer plan's bounds, no event loop.
+
+Each op instance of the trace is planned exactly as the flow tier plans it
+(:func:`sim.planning.collectives.plan_collective`), its transfers are routed over the same fabric with the
+same ECMP keys, and its time is the larger of the plan's critical path and its busiest link
+(:mod:`sim.analytical.bounds`). Ops with equal traffic (same comm, op, size, splits) are computed once.
+``ideal_s`` is the same bound on the per-port ideal (:mod:`sim.analytical.ports`), without routing.
+Ops then run in the trace's rank programs (a rank issues in order; an op starts when every member has
+issued it), which gives start and end times and the makespan.
+
+The tier ignores contention between concurrent ops and the max-min sharing inside an op, so on any fabric
+its durations are lower bounds of the flow tier's (up to the flow tier's completion batching), and on a
+non-blocking fabric it is the alpha-beta closed form.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from sim.analytical.bounds import op_time_s
+from sim.analytical.plans import plan_op
+from sim.analytical.ports import PortModel
+from sim.analytical.routes import PairRoutes, flow_key_base
+from sim.errors import SimError
+
+__all__ = ["op_times", "schedule", "simulate_analytical"]
+
+
+def _bound(plan, comm: str, routes: PairRoutes | None, ports: PortModel | None):
+    """(time, path, link, flows, link loads or None) of one plan on routed links or on ports."""
+    src, dst = np.asarray(plan.src, np.int64), np.asarray(plan.dst, np.int64)
+    nbytes = np.asarray(plan.bytes, np.float64)
+    n = len(src)
+    if n == 0:
+        return 0.0, 0.0, 0.0, 0, None
+    delay = np.asarray(plan.delay_s, np.float64)
+    dep_ptr, dep_idx = np.asarray(plan.dep_ptr, np.int64), np.asarray(plan.dep_idx, np.int64)
+    spb, lat = np.zeros(n), np.zeros(n)
+    remote = src != dst
+    if ports is not None:
+        load, spb[remote], lat[remote] = ports.loads(src[remote], dst[remote], nbytes[remote])
+        cap = ports.capacity_bytes_per_s
+    else:
+        load = np.zeros(routes.n_links)
+        channel = np.asarray(plan.channel, np.int64)
+        base = flow_key_base(comm)
+        for ch in np.flatnonzero(np.bincount(channel[remote])).tolist():  # bincount: unique() hashes slowly
+            m = remote & (channel == ch)
+            part, spb[m], lat[m] = routes.loads(src[m], dst[m], nbytes[m], base + ch)
+            load += part
+        cap = routes.capacity_bytes_per_s
+    t, path, link = op_time_s(delay, nbytes, spb, lat, dep_ptr, dep_idx, load, cap)
+    return t, path, link, int(remote.sum()), (load if ports is None else None)
+
+
+def op_times(ops, keys: list, algo: str, graph, ideal_graph, router, meta: Mapping,
+             plan_options: Mapping[str, Any]) -> pd.DataFrame:
+    """Analytical time of every op instance (one computation per distinct key).
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per op: ``time_s``, ``path_s``, ``link_s``, ``ideal_s``, ``algo``, ``flows``; and
+        ``attrs["link_bytes"]``, the bytes each link carries over the whole trace.
+    """
+    routes = PairRoutes(router)
+    ports = PortModel(ideal_graph, router.num_gpus)
+    records = ops.frame.to_dict("records")
+    cache: dict = {}
+    out = np.zeros((len(records), 5))
+    algos = []
+    link_bytes = np.zeros(routes.n_links)
+    for i, rec in enumerate(records):
+        hit = cache.get(keys[i])
+        if hit is None:
+            plan = plan_op(rec, ops.splits[i], algo, graph, meta, plan_options)
+            t, path, link, flows, load = _bound(plan, str(rec["comm"]), routes, None)
+            ideal = _bound(plan, str(rec["comm"]), None, ports)[0]
+            hit = cache[keys[i]] = ((t, path, link, ideal, flows), plan.algo, load)
+        out[i] = hit[0]
+        algos.append(hit[1])
+        if hit[2] is not None:
+            link_bytes += hit[2]
+    frame = pd.DataFrame(out, columns=["time_s", "path_s", "link_s", "ideal_s", "flows"])
+    frame["flows"] = frame["flows"].astype(np.int64)
+    frame["algo"] = algos
+    frame.attrs["link_bytes"] = link_bytes
+    frame.attrs["routed_pairs"] = routes.routed_pairs
+    return frame
+
+
+def schedule(workload, duration_s: np.ndarray, timing: str) -> tuple[np.ndarray, np.ndarray]:
+    """Start and end of every op when ranks run their programs with fixed op durations.
+
+    A rank issues its steps in order (``timing="trace"``: not before the recorded issue time, nor before
+    the previous step's end plus its recorded gap; ``gaps``: at the previous step's end plus its recorded
+    gap; ``asap``: at the previous step's end), plus its
+    straggler delay; an op starts when its last member issued it and lasts ``duration_s``.
+
+    Raises
+    ------
+    SimError
+        When the programs deadlock.
+    """
+    w = workload
+    n_ops, n_prog = int(w.n_ops), len(w.prog_ptr) - 1
+    sptr, sidx = w.step_op_ptr.tolist(), w.step_op_idx.tolist()
+    n_steps = len(w.step_t_start_s)
+    need = np.bincount(w.step_op_idx, minlength=n_ops).tolist()
+    # op -> steps waiting on it
+    step_of = np.repeat(np.arange(n_steps), np.diff(w.step_op_ptr))
+    order = np.argsort(w.step_op_idx, kind="stable")
+    optr = np.zeros(n_ops + 1, dtype=np.int64)
+    np.cumsum(np.bincount(w.step_op_idx, minlength=n_ops), out=optr[1:])
+    op_steps, optr = step_of[order].tolist(), optr.tolist()
+    prog_ptr = w.prog_ptr.tolist()
+    step_prog = np.repeat(np.arange(n_prog), np.diff(w.prog_ptr)).tolist()
+    t0, gap, delay = w.step_t_start_s.tolist(), w.step_gap_s.tolist(), w.prog_delay_s.tolist()
+    dur = np.asarray(duration_s, np.float64).tolist()
+    arrived, latest = [0] * n_ops, [0.0] * n_ops
+    start, end = [np.nan] * n_ops, [np.nan] * n_ops
+    remaining = np.diff(w.step_op_ptr).tolist()
+    step_end = [0.0] * n_steps
+    cur = prog_ptr[:-1]
+    prev_done: list[float | None] = [None] * n_prog
+    stack = [p for p in range(n_prog) if prog_ptr[p] < prog_ptr[p + 1]]
+    trace, gaps = timing == "trace", timing == "gaps"
+    while stack:
+        p = stack.pop()
+        s = cur[p]
+        before = prev_done[p]
+        if trace or gaps:
+            if before is None:
+                t = t0[s]
+            else:
+                t = before + gap[s] if gaps else max(t0[s], before + gap[s])
+        else:
+            t = 0.0 if before is None else before
+        t += delay[p]
+        if sptr[s] == sptr[s + 1]:
+            remaining[s] = -1
+            ready = [s]
+            step_end[s] = t
+        else:
+            ready = []
+        for k in range(sptr[s], sptr[s + 1]):
+            op = sidx[k]
+            arrived[op] += 1
+            if t > latest[op]:
+                latest[op] = t
+            if arrived[op] == need[op]:
+                start[op] = latest[op]
+                end[op] = latest[op] + dur[op]
+                for j in range(optr[op], optr[op + 1]):
+                    st = op_steps[j]
+                    remaining[st] -= 1
+                    step_end[st] = max(step_end[st], end[op])
+                    if remaining[st] == 0:
+                        ready.append(st)
+        for st in ready:
+            q = step_prog[st]
+            prev_done[q] = step_end[st]
+            cur[q] += 1
+            if cur[q] < prog_ptr[q + 1]:
+                stack.append(q)
+    stuck = [p for p in range(n_prog) if cur[p] < prog_ptr[p + 1]]
+    if stuck:
+        raise SimError(f"deadlock: rank {stuck[0]} never completes step {cur[stuck[0]] - prog_ptr[stuck[0]]} "
+                       f"of its program ({len(stuck)} rank(s) stuck)")
+    return np.array(start), np.array(end)
+
+
+def simulate_analytical(trace_df: pd.DataFrame, topology, algo: str = "auto", routing: str = "ecmp",
+                        seed: int = 0, *, options=None, **kwargs: Any):
+    """The analytical tier of :func:`sim.simulate` (``model="analytical"``): same arguments, same Result
+    tables (``collectives`` with the §6 columns plus ``path_s`` and ``link_s``; ``links`` with bytes and
+    mean utilisation; no link time series or incast: they need the event loop).
+
+    Examples
+    --------
+    >>> from traces import read_trace
+    >>> res = simulate_analytical(read_trace("ds_v3_tp16.parquet"), "fat_tree")
+    >>> res.summary["model"], bool((res.collectives["duration_s"] >= res.collectives["ideal_s"] - 1e-12).all())
+    ('analytical', True)
+    """
+    import topologies
+    from sim import anomalies
+    from sim.engine.workload import build_ops, build_workload, ideal_gaps
+    from sim.fabric import check_fit, load_topology
+    from sim.options import resolve_options
+    from sim.prepare import op_keys
+    from topologies.routing import Router
+    from traces.schema import validate
+
+    opts = resolve_options(options, algo, routing, seed, kwargs)
+    algo, routing, seed = opts.algo, opts.routing, opts.seed
+    wall0 = time.perf_counter()
+    df = validate(trace_df)
+    meta = dict(df.attrs.get("collsim") or {})
+    world = int(meta.get("world_size") or (int(df["rank"].max()) + 1 if len(df) else 0))
+    gpn = int(meta.get("gpus_per_node") or 8)
+    graph = load_topology(topology, world, gpn, opts.topology_params)
+    check_fit(graph, world)
+    damaged, damage = anomalies.apply(graph, fail_links=opts.fail_links, degrade_links=opts.degrade_links,
+                                      seed=seed)
+    if damage.failed:
+        anomalies.check_reachable(damaged, world, damage)
+    stragglers = opts.stragglers
+    timing = opts.timing
+    if timing == "auto":  # as the flow tier: compute gaps kept, the network moves what follows
+        timing = "gaps" if len(df) and not df["t_start_s"].isna().any() else "asap"
+    plan_options = opts.plan_options()
+    ops, row_op = build_ops(df, meta.get("comms") or {})
+    keys = op_keys(ops, algo)
+    workload = build_workload(df, row_op, len(ops.frame), keys, world, {r: d * 1e-6 for r, d in stragglers.items()})
+    router = Router(damaged, routing=routing, seed=seed)
+    ideal_graph = graph if graph.graph.get("nonblocking") else topologies.nonblocking(graph)
+    times = op_times(ops, keys, algo, damaged, ideal_graph, router, meta, plan_options)
+    if timing == "gaps" and df["duration_s"].isna().any():
+        # no recorded ends: gaps from the ideal schedule under recorded issue times, as the flow tier does
+        _, ideal_trace_end = schedule(workload, times["ideal_s"].to_numpy(), "trace")
+        workload = replace(workload, step_gap_s=ideal_gaps(workload, ideal_trace_end))
+    start, end = schedule(workload, times["time_s"].to_numpy(), timing)
+    _, ideal_end = schedule(workload, times["ideal_s"].to_numpy(), timing)
+    from sim.analytical.result import build_result
+
+    return build_result(ops=ops, times=times, start=start, end=end, ideal_end=ideal_end, router=router,
+                        graph=damaged, trace_name=str(opts.trace_name or meta.get("source") or "trace"),
+                        world=world, timing=timing, algo=algo, routing=routing, seed=seed, wall0=wall0,
+                        extra=damage.describe())
