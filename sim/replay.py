@@ -22,6 +22,7 @@ from sim.engine.workload import OpTable, Workload, build_ops, build_workload, id
 from sim.fabric import check_fit, load_topology
 from sim.options import OPTION_NAMES, SimOptions, check_bin_count, resolve_options
 from sim.prepare import Preparer, nvlink_records, op_keys, plan_op, plan_p2p, run_engine
+from sim.setup import setup_replay
 
 __all__ = ["OPTIONS", "OpTable", "Preparer", "Workload", "build_ops", "build_workload", "check_fit",
            "load_topology", "nvlink_records", "op_keys", "plan_op", "plan_p2p", "resolve_options", "run_engine",
@@ -95,7 +96,6 @@ def simulate(trace_df: pd.DataFrame, topology, algo: str = "auto", routing: str 
     from sim.results.answer import comm_roles
     from sim.results.build import build_result
     from topologies.routing import Router
-    from traces.schema import validate
 
     opts = resolve_options(options, algo, routing, seed, kwargs)
     algo, routing, seed = opts.algo, opts.routing, opts.seed
@@ -108,31 +108,16 @@ def simulate(trace_df: pd.DataFrame, topology, algo: str = "auto", routing: str 
             return analytical
         return with_tiers(simulate(trace_df, topology, options=opts.replace(model="flow")), analytical)
     wall0 = time.perf_counter()
-    df = validate(trace_df)
-    meta = dict(df.attrs.get("collsim") or {})
-    world = int(meta.get("world_size") or (int(df["rank"].max()) + 1 if len(df) else 0))
-    gpn = int(meta.get("gpus_per_node") or 8)
-    graph = load_topology(topology, world, gpn, opts.topology_params)
-    check_fit(graph, world)
-    damaged, damage = anomalies.apply(graph, fail_links=opts.fail_links, degrade_links=opts.degrade_links,
-                                      seed=seed)
-    if damage.failed:
-        anomalies.check_reachable(damaged, world, damage)
-    stragglers = opts.stragglers
-    timing = opts.timing
-    if timing == "auto":  # what-if replay: compute gaps kept, the network moves what follows
-        timing = "gaps" if len(df) and not df["t_start_s"].isna().any() else "asap"
+    setup = setup_replay(trace_df, topology, opts)
+    df, meta, world, timing = setup.df, setup.meta, setup.world, setup.timing
+    graph, damaged, damage = setup.graph, setup.damaged, setup.damage
+    ops, workload = setup.ops, setup.workload
     quantile = opts.completion_quantile
     bin_s = opts.bin_s
     if bin_s is not None and timing in ("trace", "gaps") and len(df):  # lasts at least the issue span
         check_bin_count(bin_s, float(df["t_start_s"].max() - df["t_start_s"].min()), "the trace")
     memoize = opts.memoize
     plan_options = opts.plan_options()
-
-    ops, row_op = build_ops(df, meta.get("comms") or {})
-    keys = op_keys(ops, algo)
-    workload = build_workload(df, row_op, len(ops.frame), keys, world,
-                              {r: d * 1e-6 for r, d in stragglers.items()})
     labels = ops.frame
 
     def label(op: int) -> str:

@@ -190,35 +190,19 @@ def simulate_analytical(trace_df: pd.DataFrame, topology, algo: str = "auto", ro
     ('analytical', True)
     """
     import topologies
-    from sim import anomalies
-    from sim.engine.workload import build_ops, build_workload, ideal_gaps
-    from sim.fabric import check_fit, load_topology
+    from sim.engine.workload import ideal_gaps
     from sim.options import resolve_options
-    from sim.prepare import op_keys
+    from sim.setup import setup_replay
     from topologies.routing import Router
-    from traces.schema import validate
 
     opts = resolve_options(options, algo, routing, seed, kwargs)
     algo, routing, seed = opts.algo, opts.routing, opts.seed
     wall0 = time.perf_counter()
-    df = validate(trace_df)
-    meta = dict(df.attrs.get("collsim") or {})
-    world = int(meta.get("world_size") or (int(df["rank"].max()) + 1 if len(df) else 0))
-    gpn = int(meta.get("gpus_per_node") or 8)
-    graph = load_topology(topology, world, gpn, opts.topology_params)
-    check_fit(graph, world)
-    damaged, damage = anomalies.apply(graph, fail_links=opts.fail_links, degrade_links=opts.degrade_links,
-                                      seed=seed)
-    if damage.failed:
-        anomalies.check_reachable(damaged, world, damage)
-    stragglers = opts.stragglers
-    timing = opts.timing
-    if timing == "auto":  # as the flow tier: compute gaps kept, the network moves what follows
-        timing = "gaps" if len(df) and not df["t_start_s"].isna().any() else "asap"
+    setup = setup_replay(trace_df, topology, opts)
+    df, meta, world, timing = setup.df, setup.meta, setup.world, setup.timing
+    graph, damaged, damage = setup.graph, setup.damaged, setup.damage
+    ops, keys, workload = setup.ops, setup.keys, setup.workload
     plan_options = opts.plan_options()
-    ops, row_op = build_ops(df, meta.get("comms") or {})
-    keys = op_keys(ops, algo)
-    workload = build_workload(df, row_op, len(ops.frame), keys, world, {r: d * 1e-6 for r, d in stragglers.items()})
     router = Router(damaged, routing=routing, seed=seed)
     ideal_graph = graph if graph.graph.get("nonblocking") else topologies.nonblocking(graph)
     times = op_times(ops, keys, algo, damaged, ideal_graph, router, meta, plan_options)
