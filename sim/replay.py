@@ -84,7 +84,8 @@ def simulate(trace_df: pd.DataFrame, topology, algo: str = "auto", routing: str 
     Raises
     ------
     SimError
-        Bad options (:class:`sim.errors.OptionError`), a trace that does not fit the topology, a disconnected topology, a deadlocked trace.
+        Bad options (:class:`sim.errors.OptionError`), a trace that does not fit the topology, a
+        disconnected topology, a deadlocked trace.
 
     Examples
     --------
