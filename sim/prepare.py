@@ -20,11 +20,18 @@ from sim.engine.paths import path_latency_s
 from sim.engine.prepared import PreparedOp
 from sim.engine.workload import OpTable
 
-__all__ = ["Preparer", "nvlink_records", "op_keys", "plan_op", "plan_p2p", "run_engine"]
+__all__ = ["Preparer", "flow_key_base", "nvlink_records", "op_keys", "plan_op", "plan_p2p", "run_engine"]
 
 
-def _flow_key_base(comm: str) -> int:
-    """A stable per-communicator hash: NCCL opens its own connections (source ports) per communicator."""
+def flow_key_base(comm: str) -> int:
+    """A stable per-communicator hash (crc32 of the name, 30 bits): NCCL opens its own connections (source
+    ports) per communicator, so ECMP hashes each communicator's flows apart. Both tiers route with it.
+
+    Examples
+    --------
+    >>> flow_key_base("ep") == flow_key_base("ep") != flow_key_base("tp0")
+    True
+    """
     return zlib.crc32(comm.encode()) & 0x3FFFFFFF
 
 
@@ -90,7 +97,7 @@ class Preparer:
         n = len(src)
         rev_ptr, rev_idx = reverse_csr(dep_ptr, dep_idx, n)
         dep_count = np.diff(dep_ptr).astype(np.int64)
-        flow_key = _flow_key_base(str(rec["comm"])) + channel
+        flow_key = flow_key_base(str(rec["comm"])) + channel
         local = src == dst
         routes = self.router.route(src[~local], dst[~local], flow_key[~local]) if (~local).any() else None
         # sub-flows: one per route sub-flow; a local copy (src == dst) is one sub-flow with no links

@@ -7,23 +7,10 @@ and an op's link loads are one sparse product: ``load = M.T @ bytes_per_pair``.
 
 from __future__ import annotations
 
-import zlib
-
 import numpy as np
 from scipy.sparse import csr_matrix, vstack
 
-__all__ = ["PairRoutes", "flow_key_base"]
-
-
-def flow_key_base(comm: str) -> int:
-    """The per-communicator flow-key base the flow tier hashes (crc32 of the name, 30 bits).
-
-    Examples
-    --------
-    >>> flow_key_base("ep") == flow_key_base("ep") != flow_key_base("tp0")
-    True
-    """
-    return zlib.crc32(comm.encode()) & 0x3FFFFFFF
+__all__ = ["PairRoutes"]
 
 
 class _KeyTable:

@@ -26,8 +26,9 @@ import pandas as pd
 from sim.analytical.bounds import op_time_s
 from sim.analytical.plans import plan_op
 from sim.analytical.ports import PortModel
-from sim.analytical.routes import PairRoutes, flow_key_base
+from sim.analytical.routes import PairRoutes
 from sim.errors import SimError
+from sim.prepare import flow_key_base
 
 __all__ = ["op_times", "schedule", "simulate_analytical"]
 
