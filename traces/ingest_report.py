@@ -46,7 +46,11 @@ class IngestReport:
         """Count the collectives of ``df`` whose members disagree (op, count, dtype, root); add a note."""
         from traces.formats.agreement import disagreeing_collectives
 
-        self.disagreeing, self.disagreeing_example = disagreeing_collectives(df)
+        self.set_agreement(*disagreeing_collectives(df))
+
+    def set_agreement(self, n: int, example: str) -> None:
+        """Record ``n`` disagreeing collectives (first: ``example``) and add the note."""
+        self.disagreeing, self.disagreeing_example = n, example
         if self.disagreeing:
             note = (f"{self.disagreeing} collective(s) whose members disagree on op, count or dtype "
                     f"(first: {self.disagreeing_example})")

@@ -20,13 +20,14 @@ import pandas as pd
 from traces.formats.nccl import comms as C
 from traces.formats.nccl.infer import align_on_opcount
 from traces.formats.nccl.layout import NCCL_OPS
+from traces.formats.nccl.output import CompactRows, disagreeing_codes
 from traces.formats.nccl.rows import COLL, OP_CODE, RECV, SEND, apply_tuning, build_rows, object_frame
 from traces.formats.nccl.scan import NO_TS, FileScan, scan_file, use_jit
 from traces.formats.nccl.writer import write_nccl_log
 from traces.ingest_report import IngestReport
-from traces.schema import DTYPE_BYTES, NCCL_DTYPE_CODES, TraceError, empty_trace, new_metadata, validate
+from traces.schema import DTYPE_BYTES, NCCL_DTYPE_CODES, TraceError, new_metadata, validate
 
-__all__ = ["looks_like_nccl_log", "read_nccl_logs", "write_nccl_log"]
+__all__ = ["looks_like_nccl_log", "read_nccl_logs", "scan_nccl_logs", "write_nccl_log"]
 
 _DETECT_RE = re.compile(r"NCCL (?:INFO|WARN|TRACE|CALL)\b|\w+: opCount [0-9a-fA-F]+ sendbuff |^NCCL version \d",
                         re.MULTILINE)
@@ -78,6 +79,30 @@ def read_nccl_logs(
     >>> report.summary()  # doctest: +SKIP
     'read 2 file(s), 1200 line(s): 1000 trace row(s), nothing skipped'
     """
+    compact, report = scan_nccl_logs(paths, progress=progress)
+    df = compact.frame()
+    df = validate(df, collectives=False)  # checked in full by write_trace / read_trace
+    df.attrs["collsim"] = compact.meta
+    report.raise_if_strict(strict)
+    return df, report
+
+
+def scan_nccl_logs(paths: list[Path], *, progress: Callable[[float], Any] | None = None
+                   ) -> tuple[CompactRows, IngestReport]:
+    """Read NCCL debug logs into compact rows (text as codes) and the report, for a writer that streams
+    them out a block at a time (:func:`read_nccl_logs` makes one frame of them).
+
+    Returns
+    -------
+    (CompactRows, IngestReport)
+        The rows in final order with the metadata, and what was read and skipped (members' agreement
+        checked; ``strict`` is the caller's: :meth:`IngestReport.raise_if_strict`).
+
+    Raises
+    ------
+    TraceError
+        As :func:`read_nccl_logs`.
+    """
     report = IngestReport()
     paths = [Path(p) for p in paths]
     scans: list[FileScan] = []
@@ -87,14 +112,11 @@ def read_nccl_logs(
         report.files.append(str(path))
     report.lines_read = sum(s.lines for s in scans)
     _check_inputs(paths, scans, report)
-    df, meta = _assemble(scans, report)
-    report.records = len(df)
-    report.check_agreement(df)
-    meta["notes"] = list(dict.fromkeys(report.notes))
-    df = validate(df, collectives=False)  # checked in full by write_trace / read_trace
-    df.attrs["collsim"] = meta
-    report.raise_if_strict(strict)
-    return df, report
+    compact = _assemble(scans, report)
+    report.records = len(compact)
+    report.set_agreement(*disagreeing_codes(compact.rows, compact.comm_name, compact.dt_name))
+    compact.meta["notes"] = list(dict.fromkeys(report.notes))
+    return compact, report
 
 
 def _check_inputs(paths: list[Path], scans: list[FileScan], report: IngestReport) -> None:
@@ -160,7 +182,7 @@ def _skip_code(c: pd.DataFrame, codes: np.ndarray, k: int, reason: str, scans: l
     return _skip_rows(c, mask, reason, scans, report), codes[~mask]
 
 
-def _assemble(scans: list[FileScan], report: IngestReport) -> tuple[pd.DataFrame, dict[str, Any]]:
+def _assemble(scans: list[FileScan], report: IngestReport) -> CompactRows:
     notes = report.notes
     c = _coll_frame(scans)
     for s in scans:  # the frame holds the COLL columns now: do not keep two copies (peak memory)
@@ -217,7 +239,7 @@ def _assemble(scans: list[FileScan], report: IngestReport) -> tuple[pd.DataFrame
     ranks, world_size, world = C.assign_global_ranks(comms, host_order, notes)
     members = C.comm_members(comms, ranks, world, world_size, notes)
 
-    rows = _rows(c, instances, ranks, notes)
+    rows, comm_name = _rows(c, instances, ranks, notes)
     del c  # per-line data is no longer needed: only the rows go on (peak memory)
     unmatched = 0
     if len(rows):
@@ -250,7 +272,9 @@ def _assemble(scans: list[FileScan], report: IngestReport) -> tuple[pd.DataFrame
         if len(versions) > 1:
             notes.append(f"several NCCL versions in the logs: {', '.join(versions)}")
     meta = new_metadata(world_size, members, "nccl-log", gpus_per_node=_gpus_per_node(instances), **extra)
-    return _finish(rows), meta
+    host = np.array([i.key[0] for i in instances], dtype=object)  # the instance key holds the row's host
+    dev = np.array([max(i.identity[2], -1) for i in instances], dtype=np.int64)
+    return CompactRows(rows, comm_name, host, dev, _DT_NAME, meta)
 
 
 def _tuning_columns(scans: list[FileScan], proc_code: dict[tuple[str, int], int],
@@ -317,57 +341,58 @@ def _host_order(c: pd.DataFrame, inits: list[dict[str, Any]]) -> dict[str, int]:
 
 
 def _rows(c: pd.DataFrame, instances: list[C.Instance], ranks: dict[tuple[str, int, int], int],
-          notes: list[str]) -> pd.DataFrame:
-    if not len(c):
-        return pd.DataFrame()
-    inst = c["inst"].to_numpy()
-    # Integer codes through the row steps; text only for the final rows (object columns are slow to take).
+          notes: list[str]) -> tuple[pd.DataFrame, np.ndarray]:
+    """Trace rows (text still as codes) and the comm name of each code.
+
+    Rows are built one process at a time (every step of :func:`build_rows` stays inside one process: runs,
+    groups and ``seq`` are per instance or rank), so the working set is one process's lines, not the file's.
+    """
     comm_code, comm_name = pd.factorize(np.array([i.comm for i in instances], dtype=object), use_na_sentinel=False)
     comm_name = np.asarray(comm_name, dtype=object)
-    host = np.array([i.key[0] for i in instances], dtype=object)  # the instance key holds the row's host
+    if not len(c):
+        return pd.DataFrame(), comm_name
+    inst = c["inst"].to_numpy()
+    # Integer codes through the row steps; text only for the final rows (object columns are slow to take).
     grank = np.array([ranks[i.identity] for i in instances], dtype=np.int64)
-    dev = np.array([max(i.identity[2], -1) for i in instances], dtype=np.int64)
     nranks = np.array([i.nranks for i in instances], dtype=np.int64)
     dt = c["dt"].to_numpy()
-    dt_name = np.array([NCCL_DTYPE_CODES.get(k, "") for k in range(max(NCCL_DTYPE_CODES) + 1)], dtype=object)
-    dt_size = np.array([DTYPE_BYTES.get(n, 0) for n in dt_name], dtype=np.int64)
+    dt_size = np.array([DTYPE_BYTES.get(n, 0) for n in _DT_NAME], dtype=np.int64)
     op_codes, op_names = pd.factorize(c["op"].to_numpy(dtype=object))
     ops = np.array([OP_CODE[NCCL_OPS[o]] for o in op_names], dtype=np.int64)[op_codes]
     kind = np.select([ops == OP_CODE["Send"], ops == OP_CODE["Recv"]], [SEND, RECV], COLL).astype(np.int8)
-    lines = pd.DataFrame({
+    proc_code: dict[tuple[str, int], int] = {}
+    inst_proc = np.array([proc_code.setdefault(i.key[:2], len(proc_code)) for i in instances], dtype=np.int64)
+    columns = {
         "pos": c["pos"].to_numpy(), "inst": inst, "rank": grank[inst], "comm": comm_code[inst],
-        "op": ops, "kind": kind, "opc": c["opc"].to_numpy(),
-        "count": c["count"].to_numpy(), "dt": dt,
+        "op": ops, "kind": kind, "opc": c["opc"].to_numpy(), "count": c["count"].to_numpy(), "dt": dt,
         "size": dt_size[dt], "root": c["root"].to_numpy(),
         "nranks": np.where(nranks[inst] > 0, nranks[inst], c["nranks"]), "ts_us": c["ts_us"].to_numpy(),
-    })
-    rows = build_rows(lines)
+    }
+    procs = inst_proc[inst]
+    order = np.argsort(procs, kind="stable")
+    cuts = np.flatnonzero(np.diff(procs[order])) + 1
+    parts = [build_rows(pd.DataFrame({k: v[idx] for k, v in columns.items()})) for idx in np.split(order, cuts)]
+    rows = parts[0] if len(parts) == 1 else pd.concat(parts, ignore_index=True)
+    del parts
+    if len(rows) and len(proc_code) > 1:  # one order over all processes: rank, then line (as one build gives)
+        rows = rows.iloc[np.lexsort((rows["pos"].to_numpy(), rows["rank"].to_numpy()))].reset_index(drop=True)
     inferred = {int(comm_code[k]) for k, i in enumerate(instances) if i.inferred}
     if inferred and len(rows):
-        by_pos = np.argsort(lines["pos"].to_numpy(), kind="stable")
-        at = by_pos[np.searchsorted(lines["pos"].to_numpy()[by_pos], rows["pos"].to_numpy())]
+        pos = columns["pos"]
+        by_pos = np.argsort(pos, kind="stable")
+        at = by_pos[np.searchsorted(pos[by_pos], rows["pos"].to_numpy())]
         seq, done = align_on_opcount(rows["comm"].to_numpy(), rows["rank"].to_numpy(), rows["pos"].to_numpy(),
-                                     lines["opc"].to_numpy()[at], rows["kind"].to_numpy() == COLL,
+                                     columns["opc"][at], rows["kind"].to_numpy() == COLL,
                                      rows["seq"].to_numpy(), inferred)
         rows["seq"] = seq
         if done:
             notes.append(f"seq of {len(done)} inferred communicator(s) aligned on opCount (members' logs start "
                          "at different collectives)")
-    inst = rows["inst"].to_numpy()
-    text = {"comm": comm_name[rows["comm"].to_numpy()], "host": host[inst],
-            "dtype": dt_name[rows["dt"].to_numpy()]}
-    for name, values in text.items():
-        rows[name] = pd.Series(values, index=rows.index, dtype=object)
-    rows["device"] = dev[inst]
-    return rows
+    return rows, comm_name
 
 
-def _finish(rows: pd.DataFrame) -> pd.DataFrame:
-    if not len(rows):
-        return empty_trace()
-    out = rows.assign(duration_s=np.nan, context="")
-    cols = [c for c in empty_trace().columns]
-    return out[cols].reset_index(drop=True)
+#: NCCL datatype code -> schema dtype name ("" for codes the schema lacks; such lines are skipped earlier).
+_DT_NAME = np.array([NCCL_DTYPE_CODES.get(k, "") for k in range(max(NCCL_DTYPE_CODES) + 1)], dtype=object)
 
 
 def _gpus_per_node(instances: list[C.Instance]) -> int:

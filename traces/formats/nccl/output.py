@@ -1,0 +1,151 @@
+"""Assembled NCCL-log rows kept compact (integer codes) until they are written, a block of rows at a time.
+
+:class:`CompactRows` holds the trace rows of :func:`traces.formats.nccl.reader.read_nccl_logs` in their final
+order, with ``comm``, ``host``, ``device`` and ``dtype`` still as integer codes into small tables: the text
+columns, the schema frame and its validation are made per block of rows by :meth:`CompactRows.frame`, so a
+streaming writer (:class:`traces.io.TraceWriter`) never holds more than one block as a frame. The checks
+across rows (members of a collective agree; one row per member) run on integer columns over all rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from traces.schema import P2P_OPS, ROOTED_OPS, empty_trace
+
+__all__ = ["BLOCK_ROWS", "CompactRows", "disagreeing_codes"]
+
+#: Rows per block (one Parquet row group): ~25 MB of frame at ~200 B a row, far below the memory budget.
+BLOCK_ROWS = 131_072
+
+
+@dataclass
+class CompactRows:
+    """Trace rows with text as codes.
+
+    Attributes
+    ----------
+    rows : pandas.DataFrame
+        One row per trace row, in final order: ``rank``, ``comm`` (code into ``comm_name``), ``seq``, ``op``
+        (names), ``count``, ``dt`` (code into ``dt_name``), ``bytes``, ``root``, ``nranks``, ``t_start_s``,
+        ``inst`` (code into ``host``/``device``), ``algo``, ``proto``, ``group``, ``split_bytes``.
+    comm_name, host, dt_name : numpy.ndarray of object
+        The text of each code.
+    device : numpy.ndarray of int64
+        Device of each instance code.
+    meta : dict
+        The trace metadata (``df.attrs["collsim"]``).
+    """
+
+    rows: pd.DataFrame
+    comm_name: np.ndarray
+    host: np.ndarray
+    device: np.ndarray
+    dt_name: np.ndarray
+    meta: dict[str, Any]
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def frame(self, start: int = 0, stop: int | None = None) -> pd.DataFrame:
+        """Rows ``[start, stop)`` as a schema frame (not validated; no metadata).
+
+        Examples
+        --------
+        >>> CompactRows(pd.DataFrame(), *([np.empty(0, object)] * 4), meta={}).frame().shape[0]
+        0
+        """
+        if not len(self.rows):
+            return empty_trace()
+        part = self.rows.iloc[start:stop]
+        inst = part["inst"].to_numpy()
+        cols: dict[str, Any] = {}
+        for name in empty_trace().columns:
+            if name == "comm":
+                values = self.comm_name[part["comm"].to_numpy()]
+            elif name == "host":
+                values = self.host[inst]
+            elif name == "device":
+                values = self.device[inst]
+            elif name == "dtype":
+                values = self.dt_name[part["dt"].to_numpy()]
+            elif name == "duration_s":
+                values = np.full(len(part), np.nan)
+            elif name == "context":
+                values = np.full(len(part), "", dtype=object)
+            else:
+                values = part[name].to_numpy()
+            cols[name] = pd.Series(values, dtype=values.dtype if values.dtype != object else object, copy=False)
+        return pd.DataFrame(cols)
+
+    def blocks(self, block_rows: int = BLOCK_ROWS) -> Iterator[pd.DataFrame]:
+        """The rows as frames of at most ``block_rows`` rows, in order."""
+        for start in range(0, max(len(self.rows), 1), block_rows):
+            yield self.frame(start, start + block_rows)
+
+    def light(self) -> pd.DataFrame:
+        """All rows, only the columns the checks across rows read (text columns share their strings)."""
+        r = self.rows
+        return pd.DataFrame({
+            "comm": pd.Series(self.comm_name[r["comm"].to_numpy()], dtype=object),
+            "rank": r["rank"].to_numpy(), "seq": r["seq"].to_numpy(), "op": pd.Series(r["op"].to_numpy(), dtype=object),
+            "count": r["count"].to_numpy(), "dtype": pd.Series(self.dt_name[r["dt"].to_numpy()], dtype=object),
+            "bytes": r["bytes"].to_numpy(), "root": r["root"].to_numpy(), "nranks": r["nranks"].to_numpy(),
+        })
+
+
+def disagreeing_codes(rows: pd.DataFrame, comm_name: np.ndarray, dt_name: np.ndarray) -> tuple[int, str]:
+    """:func:`traces.formats.agreement.disagreeing_collectives` on compact rows: the same count and example.
+
+    Collectives are keyed by integer codes (no text per row); the example is made by the text version from
+    the rows of the first bad collective alone, in frame order, so it reads exactly the same.
+
+    Examples
+    --------
+    >>> rows = pd.DataFrame({"comm": [0, 0, 0], "seq": [0, 0, 1], "rank": [0, 1, 0], "op": ["AllReduce"] * 3,
+    ...                      "count": [4, 5, 4], "dt": [7] * 3, "root": [-1] * 3})
+    >>> disagreeing_codes(rows, np.array(["c"], dtype=object), np.array([""] * 7 + ["fp32"], dtype=object))
+    (1, 'comm c seq 0: rank 0 AllReduce 4 fp32, rank 1 AllReduce 5 fp32')
+    """
+    from traces.formats.agreement import disagreeing_collectives
+
+    if not len(rows):
+        return 0, ""
+    op = rows["op"].to_numpy()
+    coll = np.flatnonzero(~np.isin(op, list(P2P_OPS)))
+    if not len(coll):
+        return 0, ""
+    op_codes = pd.factorize(op[coll])[0].astype(np.int64)
+    rooted = np.isin(op[coll], list(ROOTED_OPS))
+    root = np.where(rooted, rows["root"].to_numpy()[coll], -1)
+    sig = pd.factorize(pd.MultiIndex.from_arrays([op_codes, rows["count"].to_numpy()[coll],
+                                                  rows["dt"].to_numpy()[coll], root]))[0].astype(np.int64)
+    # comm codes renumbered in name order, so (comm, seq) order is the text version's sort order
+    order = np.argsort(comm_name, kind="stable")
+    name_rank = np.empty(len(comm_name), dtype=np.int64)
+    name_rank[order] = np.arange(len(comm_name))
+    comm = name_rank[rows["comm"].to_numpy()[coll]]
+    seq = rows["seq"].to_numpy()[coll]
+    key = pd.factorize(pd.MultiIndex.from_arrays([comm, seq]))[0].astype(np.int64)
+    pairs = np.unique(np.stack([key, sig], axis=1), axis=0)
+    n_sig = np.bincount(pairs[:, 0], minlength=int(key.max()) + 1)
+    bad_keys = np.flatnonzero(n_sig > 1)
+    if not len(bad_keys):
+        return 0, ""
+    first_of_key = np.zeros(int(key.max()) + 1, dtype=np.int64)
+    first_of_key[key[::-1]] = np.arange(len(key) - 1, -1, -1)
+    cand = first_of_key[bad_keys]
+    pick = cand[np.lexsort((seq[cand], comm[cand]))[0]]
+    members = coll[key == key[pick]]
+    sub = pd.DataFrame({
+        "comm": pd.Series(comm_name[rows["comm"].to_numpy()[members]], dtype=object),
+        "seq": rows["seq"].to_numpy()[members], "rank": rows["rank"].to_numpy()[members],
+        "op": pd.Series(op[members], dtype=object), "count": rows["count"].to_numpy()[members],
+        "dtype": pd.Series(dt_name[rows["dt"].to_numpy()[members]], dtype=object),
+        "root": rows["root"].to_numpy()[members]})
+    return len(bad_keys), disagreeing_collectives(sub)[1]
