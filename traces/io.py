@@ -137,7 +137,93 @@ def write_trace(df: pd.DataFrame, path: str | Path) -> Path:
     return out
 
 
+class TraceWriter:
+    """Write a trace to Parquet one block of rows at a time (one row group each), with its metadata.
+
+    Each block is validated as :func:`write_trace` validates a frame (row errors name the row in the whole
+    trace); :meth:`check_collectives` runs the checks across rows on light columns of all rows. The file
+    is replaced atomically when the ``with`` block ends without an error, else nothing is left.
+
+    Examples
+    --------
+    >>> with TraceWriter("trace.parquet", meta) as w:  # doctest: +SKIP
+    ...     for block in blocks:
+    ...         w.write(block)
+    """
+
+    def __init__(self, path: str | Path, meta: dict[str, Any]):
+        if not isinstance(path, str | os.PathLike):
+            raise TraceError(f"write_trace needs a file path, got {short_repr(path)}")
+        if not meta:
+            raise TraceError("trace has no 'collsim' metadata (df.attrs['collsim']); see traces.schema.new_metadata")
+        from traces.checks import check_metadata
+
+        check_metadata(meta)
+        self.path = Path(path)
+        self.meta = meta
+        self.rows = 0
+        self._writer: pq.ParquetWriter | None = None
+        self._output: Any = None
+
+    def __enter__(self) -> TraceWriter:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._output = atomic_output(self.path)
+        try:
+            tmp = self._output.__enter__()
+            schema = ARROW_SCHEMA.with_metadata({METADATA_KEY: json.dumps(self.meta, sort_keys=True)})
+            self._writer = pq.ParquetWriter(tmp, schema, compression="zstd")
+        except OSError as exc:
+            raise TraceError(f"{self.path}: cannot write the trace ({exc.strerror or exc})") from None
+        return self
+
+    def write(self, block: pd.DataFrame) -> None:
+        """Validate one block of rows (row checks) and write it as one row group."""
+        block.attrs = {METADATA_KEY: {"world_size": self.meta["world_size"]}}  # the row checks' only need
+        try:
+            frame = validate(block, collectives=False)
+        except TraceError as exc:
+            raise TraceError(_shift_row(str(exc), self.rows)) from None
+        self.rows += len(frame)
+        table = pa.Table.from_pandas(frame[[f.name for f in ARROW_SCHEMA]], schema=ARROW_SCHEMA,
+                                     preserve_index=False)
+        try:
+            self._writer.write_table(table.replace_schema_metadata(self._writer.schema.metadata))
+        except OSError as exc:
+            raise TraceError(f"{self.path}: cannot write the trace ({exc.strerror or exc})") from None
+
+    def check_collectives(self, light: pd.DataFrame, split_len: Any) -> None:
+        """The checks across rows of :func:`traces.schema.validate` on all rows (``comm``, ``rank``, ``seq``,
+        ``op``, ``count``, ``dtype``, ``bytes``, ``root``, ``nranks``, in file order)."""
+        from traces.checks import check_collectives
+
+        if len(light):
+            check_collectives(light, self.meta, split_len)
+
+    def __exit__(self, kind: Any, exc: Any, tb: Any) -> bool:
+        try:
+            if self._writer is not None:
+                self._writer.close()  # writes the footer
+        except OSError as err:
+            if kind is None:  # the file is not complete: let the atomic output drop it, then say why
+                self._output.__exit__(OSError, err, None)
+                raise TraceError(f"{self.path}: cannot write the trace ({err.strerror or err})") from None
+        try:
+            self._output.__exit__(kind, exc, tb)  # renames the complete file over the target, or drops it
+        except OSError as err:
+            raise TraceError(f"{self.path}: cannot write the trace ({err.strerror or err})") from None
+        return False
+
+
+def _shift_row(message: str, offset: int) -> str:
+    """A block's ``row N: ...`` message as the row of the whole trace."""
+    head, sep, rest = message.partition(": ")
+    if sep and head.startswith("row ") and head[4:].isdigit():
+        return f"row {int(head[4:]) + offset}: {rest}"
+    return message
+
+
 __all__ = [
+    "TraceWriter",
     "BUILTIN_DESCRIPTIONS",
     "builtin_dir",
     "list_builtin",

@@ -45,7 +45,8 @@ from traces.formats.files import (  # noqa: F401
 from traces.ingest_report import IngestReport
 from traces.schema import METADATA_KEY, TraceError
 
-__all__ = ["FORMATS", "Progress", "detect_format", "expand_paths", "ingest", "supported_formats"]
+__all__ = ["FORMATS", "STREAMING", "Progress", "detect_format", "expand_paths", "ingest", "ingest_to_parquet",
+           "supported_formats"]
 
 
 #: format name -> (module, reader function, detector function). Order matters for detection: the
@@ -127,12 +128,16 @@ def _unknowns(df: pd.DataFrame, fmt: str) -> list[str]:
     """Notes on what the input could not tell (the schema's NaN columns), so nobody reads NaN as zero."""
     if not len(df):
         return []
-    out = []
-    if df["duration_s"].isna().all():
-        out.append(f"{fmt}: no durations in the input (duration_s is NaN)")
-    if df["t_start_s"].isna().all():
-        out.append(f"{fmt}: no issue times in the input (t_start_s is NaN)")
-    return out
+    return _unknown_notes([c for c in ("duration_s", "t_start_s") if df[c].isna().all()], fmt, len(df))
+
+
+def _unknown_notes(all_nan: list[str], fmt: str, n_rows: int) -> list[str]:
+    """The notes of :func:`_unknowns` for the columns that are NaN on every one of ``n_rows`` rows."""
+    if not n_rows:
+        return []
+    what = {"duration_s": "no durations in the input (duration_s is NaN)",
+            "t_start_s": "no issue times in the input (t_start_s is NaN)"}
+    return [f"{fmt}: {what[c]}" for c in ("duration_s", "t_start_s") if c in all_nan]
 
 
 def _detect_all(inputs: Inputs) -> dict[Path, str]:
@@ -195,6 +200,88 @@ def ingest(
     >>> df.attrs["collsim"]["ingest"]["records"]  # doctest: +SKIP
     42
     """
+    inputs, format = _inputs_and_format(paths, format)
+    files = inputs.files
+    module = _module(format)
+    reader = getattr(module, FORMATS[format][1])
+    df, report = reader(files, strict=strict, progress=progress)
+    if report.disagreeing is None:
+        report.check_agreement(df)
+    df.attrs[METADATA_KEY] = _final_metadata(dict(df.attrs.get(METADATA_KEY) or {}), report, inputs, format,
+                                             _unknowns(df, format))
+    if df.empty and not allow_empty:
+        raise TraceError(_no_collectives(files, report, df.attrs[METADATA_KEY]["notes"]))
+    return df
+
+
+#: Formats whose reader can hand its rows over a block at a time: format -> function of its module,
+#: ``f(paths, progress=None) -> (rows, IngestReport)``, ``rows`` with ``meta``, ``__len__``, ``blocks()``,
+#: ``light()`` and ``n_ranks()`` (:class:`traces.formats.nccl.output.CompactRows`).
+STREAMING: dict[str, str] = {"nccl": "scan_nccl_logs"}
+
+
+def ingest_to_parquet(
+    paths: str | Path | Iterable[str | Path],
+    out: str | Path,
+    format: str = "auto",
+    *,
+    strict: bool = False,
+    progress: Progress = None,
+) -> tuple[int, int, dict]:
+    """:func:`ingest` straight into a Parquet trace (what ``simrun ingest`` does), a row group at a time.
+
+    Formats in :data:`STREAMING` never build the whole trace as one frame: their rows stay compact and are
+    framed, validated and written one block (row group) at a time, so memory stays far below the
+    frame's; the rows are the ones :func:`ingest` returns, with the same metadata. Other formats go
+    through :func:`ingest` and :func:`traces.io.write_trace`.
+
+    Returns
+    -------
+    (int, int, dict)
+        Rows written, distinct ranks, and the metadata written.
+
+    Raises
+    ------
+    TraceError
+        As :func:`ingest`, and when ``out`` cannot be written (no partial file is left).
+
+    Examples
+    --------
+    >>> ingest_to_parquet(["rank0.log"], "trace.parquet")  # doctest: +SKIP
+    (1000, 8, {...})
+    """
+    from traces.io import TraceWriter, write_trace
+
+    inputs, format = _inputs_and_format(paths, format)
+    if format not in STREAMING:
+        df = ingest(paths, format, strict=strict, progress=progress)
+        write_trace(df, out)
+        return len(df), int(df["rank"].nunique()), df.attrs[METADATA_KEY]
+    rows, report = getattr(_module(format), STREAMING[format])(inputs.files, progress=progress)
+    unknown = [col for col in ("duration_s", "t_start_s") if rows.all_nan(col)]
+    meta = _final_metadata(rows.meta, report, inputs, format, _unknown_notes(unknown, format, len(rows)))
+    with TraceWriter(out, meta) as writer:
+        for block in rows.blocks():
+            try:
+                writer.write(block)
+            except TraceError:
+                # A block sees its own rows only: the whole trace's check gives the message ingest gives (row
+                # counted over all rows). Failures only: the full frame is built on this path alone.
+                from traces.schema import validate
+
+                whole = rows.frame()
+                whole.attrs = {METADATA_KEY: {"world_size": meta["world_size"]}}
+                validate(whole, collectives=False)
+                raise
+        report.raise_if_strict(strict)  # after the rows' own checks, as the reader does
+        if not len(rows):
+            raise TraceError(_no_collectives(inputs.files, report, meta["notes"]))
+        writer.check_collectives(rows.light(), rows.split_lengths())
+    return len(rows), rows.n_ranks(), meta
+
+
+def _inputs_and_format(paths: str | Path | Iterable[str | Path], format: str) -> tuple[Inputs, str]:
+    """The files to read and their one format (detected with ``"auto"``)."""
     inputs = expand_inputs(paths)
     if format == "auto":
         found = _detect_all(inputs)
@@ -211,23 +298,18 @@ def ingest(
         for path in inputs.files:
             if format not in BINARY_DETECTORS or _binary_format(path) != format:
                 read_head(path)  # the same clear errors for empty or binary files as with auto
-    files = inputs.files
-    module = _module(format)
-    reader = getattr(module, FORMATS[format][1])
-    df, report = reader(files, strict=strict, progress=progress)
-    if report.disagreeing is None:
-        report.check_agreement(df)
-    report.notes += _unknowns(df, format)
-    meta = dict(df.attrs.get(METADATA_KEY) or {})
+    return inputs, format
+
+
+def _final_metadata(meta: dict, report: IngestReport, inputs: Inputs, fmt: str, unknown: list[str]) -> dict:
+    """The reader's metadata with the ingest report, its notes and the files set aside."""
+    report.notes += unknown
     meta["ingest"] = report.as_dict()
     skipped_files = inputs.note()
     meta["notes"] = list(dict.fromkeys([*meta.get("notes", []), *report.notes,
                                         *([skipped_files] if skipped_files else [])]))
     meta["ingest"]["files_skipped"] = len(inputs.skipped)
-    df.attrs[METADATA_KEY] = meta
-    if df.empty and not allow_empty:
-        raise TraceError(_no_collectives(files, report, meta["notes"]))
-    return df
+    return meta
 
 
 def _no_collectives(files: list[Path], report: IngestReport, notes: list[str]) -> str:

@@ -28,17 +28,14 @@ def command(files: tuple[Path, ...], output: Path, fmt: str, strict: bool) -> No
     FILES are files (gzip, bzip2, xz or zstd compressed too), folders (every file under them) or glob
     patterns; files found in folders or patterns that are no traces (README, code) are skipped and counted.
     """
-    from traces.io import write_trace
-    from traces.readers import expand_paths, ingest
+    from traces.readers import expand_paths, ingest_to_parquet
 
     paths = expand_paths(files)
     total_bytes = float(sum(p.stat().st_size for p in paths))
     with progress_bar(total_bytes, "ingest") as advance:
         # the arguments, not the expanded paths: files found in folders that are no traces are skipped
-        df = ingest(list(files), format=fmt, strict=strict, progress=advance)
-    meta = df.attrs.get("collsim", {})
-    write_trace(df, output)
-    click.echo(f"{output}: {len(df)} rows, {df['rank'].nunique()} ranks, {len(meta.get('comms', {}))} comms "
+        n_rows, n_ranks, meta = ingest_to_parquet(list(files), output, format=fmt, strict=strict, progress=advance)
+    click.echo(f"{output}: {n_rows} rows, {n_ranks} ranks, {len(meta.get('comms', {}))} comms "
                f"[{meta.get('source', fmt)}]; {_report(meta.get('ingest', {})).summary()}")
 
 

@@ -83,10 +83,26 @@ class CompactRows:
             cols[name] = pd.Series(values, dtype=values.dtype if values.dtype != object else object, copy=False)
         return pd.DataFrame(cols)
 
-    def blocks(self, block_rows: int = BLOCK_ROWS) -> Iterator[pd.DataFrame]:
-        """The rows as frames of at most ``block_rows`` rows, in order."""
+    def blocks(self, block_rows: int | None = None) -> Iterator[pd.DataFrame]:
+        """The rows as frames of at most ``block_rows`` (default :data:`BLOCK_ROWS`) rows, in order."""
+        block_rows = block_rows or BLOCK_ROWS
         for start in range(0, max(len(self.rows), 1), block_rows):
             yield self.frame(start, start + block_rows)
+
+    def all_nan(self, name: str) -> bool:
+        """Whether column ``name`` is NaN on every row (``duration_s`` always is: logs hold none)."""
+        if name == "duration_s":
+            return True
+        return bool(self.rows[name].isna().all()) if len(self.rows) else True
+
+    def n_ranks(self) -> int:
+        """Distinct ranks among the rows."""
+        return int(self.rows["rank"].nunique()) if len(self.rows) else 0
+
+    def split_lengths(self) -> np.ndarray:
+        """Entries of ``split_bytes`` per row."""
+        splits = self.rows["split_bytes"].to_numpy() if len(self.rows) else []
+        return np.fromiter(map(len, splits), dtype=np.int64, count=len(splits))
 
     def light(self) -> pd.DataFrame:
         """All rows, only the columns the checks across rows read (text columns share their strings)."""

@@ -1,0 +1,108 @@
+"""`simrun ingest` streams NCCL logs to Parquet a row group at a time: the same rows, metadata and errors as
+`traces.ingest` + `write_trace`, whatever the block size."""
+
+from __future__ import annotations
+
+import glob
+from pathlib import Path
+
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+
+import traces.formats.nccl.output as output
+from traces.errors import TraceError
+from traces.io import read_trace, write_trace
+from traces.readers import ingest, ingest_to_parquet
+
+LOGS = sorted(glob.glob(str(Path(__file__).parents[3] / "data" / "nccl_logs" / "*.log")))
+PRE = "h:{pid}:{pid} [{dev}] NCCL INFO "
+
+
+def _both(paths, tmp_path: Path) -> tuple[Path, Path]:
+    """The trace written by ingest + write_trace, and by ingest_to_parquet."""
+    a, b = tmp_path / "a.parquet", tmp_path / "b.parquet"
+    write_trace(ingest(paths), a)
+    n_rows, n_ranks, meta = ingest_to_parquet(paths, b)
+    df = read_trace(b)
+    assert (n_rows, n_ranks) == (len(df), df["rank"].nunique())
+    assert meta == df.attrs["collsim"]
+    return a, b
+
+
+def _has_rows(path: str) -> bool:
+    try:
+        return len(ingest(path)) > 0
+    except TraceError:
+        return False
+
+
+@pytest.mark.parametrize("block_rows", [1, 3, 1 << 17])
+def test_stream_gives_the_rows_and_metadata_of_ingest(tmp_path: Path, monkeypatch, block_rows: int) -> None:
+    monkeypatch.setattr(output, "BLOCK_ROWS", block_rows)
+    inputs = [p for p in LOGS if _has_rows(p)]
+    assert len(inputs) >= 5
+    for paths in [*inputs, inputs]:
+        a, b = _both(paths, tmp_path)
+        x, y = read_trace(a), read_trace(b)
+        pd.testing.assert_frame_equal(x, y)
+        assert x.attrs == y.attrs
+        groups = pq.ParquetFile(b).num_row_groups
+        assert groups == max(1, -(-len(x) // block_rows))
+        if groups == 1:  # one row group: the very same bytes as write_trace
+            assert a.read_bytes() == b.read_bytes()
+
+
+def test_stream_refuses_what_ingest_refuses(tmp_path: Path) -> None:
+    for path in LOGS:
+        if _has_rows(path):
+            continue
+        with pytest.raises(TraceError) as api:
+            ingest(path)
+        with pytest.raises(TraceError) as cli:
+            ingest_to_parquet(path, tmp_path / "x.parquet")
+        assert str(api.value) == str(cli.value)
+        assert "NCCL_DEBUG_SUBSYS=COLL" in str(cli.value)  # the reader's hint is kept
+        assert not (tmp_path / "x.parquet").exists()
+
+
+def _log(tmp_path: Path, counts: list[int]) -> Path:
+    lines = []
+    for r in range(2):
+        p = PRE.format(pid=10 + r, dev=r)
+        lines.append(f"{p}comm 0x{r + 1:x} rank {r} nranks 2 cudaDev {r} nvmlDev {r} busId 1000 commId 0xabc "
+                     "- Init COMPLETE")
+        for k, count in enumerate(counts):
+            lines.append(f"{p}AllReduce: opCount {k:x} sendbuff 0x1 recvbuff 0x2 count {count} datatype 7 op 0 "
+                         f"root 0 comm 0x{r + 1:x} [nranks=2] stream 0x3")
+    path = tmp_path / "two.log"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_a_bad_row_in_a_later_block_is_named_as_in_the_whole_trace(tmp_path: Path, monkeypatch) -> None:
+    # count x 4 bytes above 2**53: refused by the row checks, in rank 1's third row (row 5 of the trace)
+    path = _log(tmp_path, [4, 8, 1 << 52])
+    monkeypatch.setattr(output, "BLOCK_ROWS", 2)
+    with pytest.raises(TraceError) as api:
+        ingest(path)
+    with pytest.raises(TraceError) as streamed:
+        ingest_to_parquet(path, tmp_path / "x.parquet")
+    assert str(api.value) == str(streamed.value)
+    assert str(streamed.value).startswith("row 2: ")
+    assert not (tmp_path / "x.parquet").exists()
+
+
+def test_members_that_disagree_are_refused_by_the_checks_across_rows(tmp_path: Path, monkeypatch) -> None:
+    path = _log(tmp_path, [4, 8])
+    text = path.read_text().splitlines()
+    text[-1] = text[-1].replace("count 8", "count 9")  # rank 1's second AllReduce: 9 elements, rank 0's 8
+    path.write_text("\n".join(text) + "\n")
+    monkeypatch.setattr(output, "BLOCK_ROWS", 1)
+    with pytest.raises(TraceError) as api:
+        write_trace(ingest(path), tmp_path / "a.parquet")
+    with pytest.raises(TraceError) as streamed:
+        ingest_to_parquet(path, tmp_path / "x.parquet")
+    assert str(api.value) == str(streamed.value)
+    assert "field 'count'" in str(streamed.value)
+    assert not (tmp_path / "x.parquet").exists()
