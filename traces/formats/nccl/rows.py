@@ -33,7 +33,7 @@ def object_frame(columns: dict[str, Any]) -> pd.DataFrame:
     """A DataFrame whose text columns stay ``object`` (pandas 3 would make them Arrow strings, which are
     slow to build, take and iterate in the row-wise steps here)."""
     return pd.DataFrame({k: pd.Series(v, dtype=getattr(v, "dtype", None) or object, copy=False)
-                         for k, v in columns.items()})
+                         for k, v in columns.items()}, copy=False)  # no copy: the caller drops its columns
 
 
 Columns = dict[str, np.ndarray]

@@ -62,13 +62,15 @@ def _finish_tunings(parts: list[dict[str, Any]]) -> dict[str, np.ndarray]:
 
 
 def _finish_columns(parts: list[dict[str, Any]]) -> dict[str, np.ndarray]:
+    """One array per COLL field from the chunks' parts; each part's column is dropped once joined, so the
+    parts and the joined columns are never both held whole (memory)."""
     out: dict[str, np.ndarray] = {}
     for name in COLL_FIELDS:
-        arrays = [np.asarray(p[name], dtype=np.int64 if name in INT_FIELDS else object) for p in parts]
-        if arrays:
-            out[name] = np.concatenate(arrays)
-        else:
-            out[name] = np.empty(0, dtype=np.int64 if name in INT_FIELDS else object)
+        dtype = np.int64 if name in INT_FIELDS else object
+        arrays = [np.asarray(p.pop(name), dtype=dtype) for p in parts]
+        out[name] = (arrays[0] if len(arrays) == 1 else np.concatenate(arrays)) if arrays else np.empty(0, dtype=dtype)
+        del arrays
+    parts.clear()
     return out
 
 
@@ -239,12 +241,13 @@ def _merge(path: str, results: list[tuple[FileScan, list[tuple[str, int, int]]]]
     parts = []
     base = 0
     for scan, skips in results:
-        col = dict(scan.coll)
+        col, scan.coll = scan.coll, {}  # taken over, not copied (memory)
         for name in _TEXT_FIELDS:
             if isinstance(col[name], tuple):  # coded by a worker process
                 codes, uniq = col[name]
                 col[name] = np.asarray(uniq, dtype=object)[codes] if len(codes) else np.empty(0, dtype=object)
-        col["line"] = col["line"] + base
+        if base:
+            col["line"] = col["line"] + base
         parts.append(col)
         for kind in (scan.inits, scan.rings):
             for rec in kind:

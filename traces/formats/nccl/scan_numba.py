@@ -74,13 +74,14 @@ def _columns(buf: bytes, kernel_out: tuple, line_base: int, scan: FileScan, part
         ccodes, comms = pd.factorize(words[:, 1])
         parts.append({
             "line": c[:, J.C_LINE] + line_base + 1,
-            "host": _text_column(a, buf, c[:, J.C_HS], c[:, J.C_HE]), "pid": c[:, J.C_PID], "tid": c[:, J.C_TID],
-            "dev": c[:, J.C_DEV], "ts_us": _stamps(buf, c[:, J.C_TS], c[:, J.C_OS], c[:, J.C_OE]),
-            "op": J.OP_NAMES[c[:, J.C_OP]], "opc": words[:, 0].view(np.int64), "count": c[:, J.C_COUNT],
-            "dt": c[:, J.C_DT], "root": c[:, J.C_ROOT],
+            "host": _text_column(a, buf, c[:, J.C_HS], c[:, J.C_HE]), "pid": c[:, J.C_PID].copy(),
+            "tid": c[:, J.C_TID].copy(), "dev": c[:, J.C_DEV].copy(),
+            "ts_us": _stamps(buf, c[:, J.C_TS], c[:, J.C_OS], c[:, J.C_OE]).copy(),
+            "op": J.OP_NAMES[c[:, J.C_OP]], "opc": words[:, 0].view(np.int64).copy(), "count": c[:, J.C_COUNT].copy(),
+            "dt": c[:, J.C_DT].copy(), "root": c[:, J.C_ROOT].copy(),
             "comm": np.array([f"0x{int(v):x}" for v in comms], dtype=object)[ccodes],
-            "nranks": c[:, J.C_NRANKS], "grank": c[:, J.C_GRANK],
-        })
+            "nranks": c[:, J.C_NRANKS].copy(), "grank": c[:, J.C_GRANK].copy(),
+        })  # columns copied out: a view would keep the kernel's whole (lines x 18) matrix alive (memory)
     slow = empty_columns()
     bad = coll[~ok][:, [J.C_LINE, J.C_LS, J.C_LE]]
     # Lines with two prefixes or more (the kernel flags them) may be torn: their heads are completed first.
