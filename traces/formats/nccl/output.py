@@ -18,7 +18,7 @@ import pandas as pd
 
 from traces.schema import P2P_OPS, ROOTED_OPS, empty_trace
 
-__all__ = ["BLOCK_ROWS", "CompactRows", "disagreeing_codes"]
+__all__ = ["BLOCK_ROWS", "CompactRows", "combined_codes", "disagreeing_codes"]
 
 #: Rows per block (one Parquet row group): ~25 MB of frame at ~200 B a row, far below the memory budget.
 BLOCK_ROWS = 131_072
@@ -115,6 +115,22 @@ class CompactRows:
         })
 
 
+def combined_codes(*columns: np.ndarray) -> np.ndarray:
+    """One int64 code per distinct tuple of the (equal-length, integer) columns, by hash factorisation one
+    column at a time (no tuple or MultiIndex per row).
+
+    Examples
+    --------
+    >>> combined_codes(np.array([1, 1, 2, 1]), np.array([5, 6, 5, 5])).tolist()
+    [0, 1, 2, 0]
+    """
+    codes = pd.factorize(columns[0])[0].astype(np.int64)
+    for col in columns[1:]:
+        more = pd.factorize(col)[0].astype(np.int64)
+        codes = pd.factorize(codes * (int(more.max(initial=0)) + 1) + more)[0].astype(np.int64)
+    return codes
+
+
 def disagreeing_codes(rows: pd.DataFrame, comm_name: np.ndarray, dt_name: np.ndarray) -> tuple[int, str]:
     """:func:`traces.formats.agreement.disagreeing_collectives` on compact rows: the same count and example.
 
@@ -136,20 +152,19 @@ def disagreeing_codes(rows: pd.DataFrame, comm_name: np.ndarray, dt_name: np.nda
     coll = np.flatnonzero(~np.isin(op, list(P2P_OPS)))
     if not len(coll):
         return 0, ""
-    op_codes = pd.factorize(op[coll])[0].astype(np.int64)
     rooted = np.isin(op[coll], list(ROOTED_OPS))
     root = np.where(rooted, rows["root"].to_numpy()[coll], -1)
-    sig = pd.factorize(pd.MultiIndex.from_arrays([op_codes, rows["count"].to_numpy()[coll],
-                                                  rows["dt"].to_numpy()[coll], root]))[0].astype(np.int64)
+    sig = combined_codes(pd.factorize(op[coll])[0], rows["count"].to_numpy()[coll], rows["dt"].to_numpy()[coll], root)
     # comm codes renumbered in name order, so (comm, seq) order is the text version's sort order
     order = np.argsort(comm_name, kind="stable")
     name_rank = np.empty(len(comm_name), dtype=np.int64)
     name_rank[order] = np.arange(len(comm_name))
     comm = name_rank[rows["comm"].to_numpy()[coll]]
     seq = rows["seq"].to_numpy()[coll]
-    key = pd.factorize(pd.MultiIndex.from_arrays([comm, seq]))[0].astype(np.int64)
-    pairs = np.unique(np.stack([key, sig], axis=1), axis=0)
-    n_sig = np.bincount(pairs[:, 0], minlength=int(key.max()) + 1)
+    key = combined_codes(comm, seq)
+    width = int(sig.max()) + 1
+    pairs = np.unique(key * width + sig)  # distinct (collective, signature) pairs
+    n_sig = np.bincount(pairs // width, minlength=int(key.max()) + 1)
     bad_keys = np.flatnonzero(n_sig > 1)
     if not len(bad_keys):
         return 0, ""

@@ -20,7 +20,7 @@ import pandas as pd
 from traces.formats.nccl import comms as C
 from traces.formats.nccl.infer import align_on_opcount
 from traces.formats.nccl.layout import NCCL_OPS
-from traces.formats.nccl.output import CompactRows, disagreeing_codes
+from traces.formats.nccl.output import CompactRows, combined_codes, disagreeing_codes
 from traces.formats.nccl.rows import COLL, OP_CODE, RECV, SEND, apply_tuning, build_rows, object_frame
 from traces.formats.nccl.scan import NO_TS, FileScan, scan_file, use_jit
 from traces.formats.nccl.writer import write_nccl_log
@@ -286,8 +286,10 @@ def _tuning_columns(scans: list[FileScan], proc_code: dict[tuple[str, int], int]
         if not len(t["line"]):
             continue
         # (host, pid) -> process code once per distinct pair (a few), not per line
-        pairs = pd.MultiIndex.from_arrays([t["host"], t["pid"]])
-        codes, uniq = pd.factorize(pairs)
+        codes = combined_codes(pd.factorize(t["host"])[0], t["pid"])  # integer keys: no tuple per line
+        first = np.zeros(int(codes.max()) + 1, dtype=np.int64)
+        first[codes[::-1]] = np.arange(len(codes) - 1, -1, -1)
+        uniq = zip(t["host"][first].tolist(), t["pid"][first].tolist(), strict=True)
         procs = np.array([proc_code.get((fixed.get(k, k[0]), int(k[1])), -1) for k in uniq], dtype=np.int64)
         parts.append({"pos": (np.int64(f) << C.POS_SHIFT) | t["line"], "proc": procs[codes], "op": t["op"],
                       "nbytes": t["nbytes"], "algo": t["algo"], "proto": t["proto"]})
@@ -371,11 +373,14 @@ def _rows(c: pd.DataFrame, instances: list[C.Instance], ranks: dict[tuple[str, i
     procs = inst_proc[inst]
     order = np.argsort(procs, kind="stable")
     cuts = np.flatnonzero(np.diff(procs[order])) + 1
-    parts = [build_rows(pd.DataFrame({k: v[idx] for k, v in columns.items()})) for idx in np.split(order, cuts)]
-    rows = parts[0] if len(parts) == 1 else pd.concat(parts, ignore_index=True)
+    parts = [build_rows({k: v[idx] for k, v in columns.items()}, frame=False) for idx in np.split(order, cuts)]
+    joined = {k: np.concatenate([p.pop(k) for p in parts]) for k in list(parts[0])}
     del parts
-    if len(rows) and len(proc_code) > 1:  # one order over all processes: rank, then line (as one build gives)
-        rows = rows.iloc[np.lexsort((rows["pos"].to_numpy(), rows["rank"].to_numpy()))].reset_index(drop=True)
+    if len(proc_code) > 1:  # one order over all processes: rank, then line (as one build gives)
+        by = np.lexsort((joined["pos"], joined["rank"]))
+        joined = {k: v[by] for k, v in joined.items()}
+    rows = object_frame(joined)
+    del joined
     inferred = {int(comm_code[k]) for k, i in enumerate(instances) if i.inferred}
     if inferred and len(rows):
         pos = columns["pos"]

@@ -96,14 +96,15 @@ def _cumcount(*keys: np.ndarray) -> np.ndarray:
     return out
 
 
-def build_rows(lines: pd.DataFrame) -> pd.DataFrame:
+def build_rows(lines: pd.DataFrame | Columns, frame: bool = True) -> pd.DataFrame | Columns:
     """Group, fold and number mapped COLL lines into trace rows (plus ``pos``, ``ts_us``, ``inst``, ``kind``).
 
     ``op`` comes back as names, ``comm`` stays the caller's code. The steps run on numpy columns (frames of
-    ~500k rows cost a copy per filter) and build one frame at the end.
+    ~500k rows cost a copy per filter) and build one frame at the end (``frame=False``: the columns, for a
+    caller that joins the rows of several calls).
     """
-    order = np.lexsort((lines["pos"].to_numpy(), lines["inst"].to_numpy()))
-    cols: Columns = {k: lines[k].to_numpy()[order] for k in lines.columns}
+    order = np.lexsort((np.asarray(lines["pos"]), np.asarray(lines["inst"])))
+    cols: Columns = {k: np.asarray(lines[k])[order] for k in lines}
     run, grouped = _runs(cols)
     del cols["opc"]  # only the runs need it
     cols["run"] = run
@@ -145,7 +146,7 @@ def build_rows(lines: pd.DataFrame) -> pd.DataFrame:
     table = np.fromiter([(), *splits], dtype=object, count=len(splits) + 1)
     out["split_bytes"] = table[out["fold"] + 1]
     del out["run"], out["fold"]
-    return object_frame(out)
+    return object_frame(out) if frame else out
 
 
 def _fold(g: Columns) -> tuple[Columns, list[tuple[int, ...]]]:

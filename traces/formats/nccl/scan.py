@@ -90,16 +90,40 @@ def use_jit(total_bytes: int) -> bool:
     if ENGINE == "numpy":
         return False
     if ENGINE == "jit":
+        _import_kernel()
         return True
     if "traces.formats.nccl.kernel_numba" in sys.modules:
         return True
     if total_bytes < JIT_MIN_BYTES or importlib.util.find_spec("numba") is None:
         return False
     try:  # a broken numba install (or a platform it cannot compile for) leaves the numpy path
-        import traces.formats.nccl.kernel_numba  # noqa: F401
+        _import_kernel()
     except Exception:  # noqa: BLE001 - any failure to load the kernel means: do without it
         return False
     return True
+
+
+#: What numba imports, once per process, to learn whether BLAS is there (scipy.linalg: ~0.6 s of CPU, a
+#: fifth of a fresh ``simrun ingest``'s start). The kernel uses no BLAS.
+_BLAS_PROBE = "scipy.linalg.cython_blas"
+
+
+def _import_kernel() -> None:
+    """Import the compiled kernel without numba's BLAS probe importing scipy.
+
+    numba's array registry, loaded with the first compiled function of a process, tries ``import
+    scipy.linalg.cython_blas`` once and only notes the answer (it then computes ``np.correlate`` inner
+    products with a loop); ``np.dot`` and ``np.linalg`` check again when a function using them is compiled.
+    Blocking the probe while the kernel loads, and only then, costs nothing the kernel uses.
+    """
+    blocked = _BLAS_PROBE not in sys.modules and "numba.np.arraymath" not in sys.modules
+    if blocked:
+        sys.modules[_BLAS_PROBE] = None  # type: ignore[assignment] - None makes the import fail at once
+    try:
+        import traces.formats.nccl.kernel_numba  # noqa: F401
+    finally:
+        if blocked and sys.modules.get(_BLAS_PROBE, 0) is None:
+            del sys.modules[_BLAS_PROBE]
 
 
 def scan_file(path: Path, report: IngestReport, progress: Callable[[float], Any] | None = None,
