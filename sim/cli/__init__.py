@@ -34,7 +34,7 @@ SUBCOMMANDS: dict[str, str] = {
 }
 _SHORT_HELP: dict[str, str] = {
     "run": "Replay a trace over a topology; write the summary and result files.",
-    "ingest": "Measured traces (NCCL logs, Inspector, profiler, Kineto, PARAM) -> Parquet trace.",
+    "ingest": "Measured traces (NCCL logs, Inspector, profiler, Flight Recorder, Kineto, PARAM, nccl-tests) -> Parquet.",
     "synth": "Synthesize a trace for a model and parallelism plan.",
     "analyze": "Characterise a trace: op counts, sizes, bandwidth over time; tables and plots.",
     "sweep": "What-if study over topologies and parameters (Dask).",

@@ -22,8 +22,17 @@ _FORMATS = ["auto", *FORMATS]
 @click.option("--strict", is_flag=True, help="Fail on the first record that cannot be used, instead of "
                                              "counting and reporting it.")
 def command(files: tuple[Path, ...], output: Path, fmt: str, strict: bool) -> None:
-    """Read NCCL debug logs, NCCL Inspector / profiler-plugin output, PyTorch Flight Recorder dumps, PyTorch
-    profiler (Kineto) traces, PARAM comms traces or PyTorch execution traces into one Parquet trace (SPEC §3).
+    """Read measured collective traces into one Parquet trace (SPEC §3).
+
+    \b
+    Formats (--format; auto detects each file's):
+      nccl             NCCL debug logs (NCCL_DEBUG=INFO, NCCL_DEBUG_SUBSYS=INIT,COLL)
+      inspector        NCCL Inspector JSON
+      profiler         NCCL profiler-plugin traces
+      flight_recorder  PyTorch Flight Recorder dumps (JSON or pickle)
+      kineto           PyTorch profiler (Kineto) traces
+      param            PARAM comms traces and PyTorch execution traces
+      nccl-tests       nccl-tests *_perf output
 
     FILES are files (gzip, bzip2, xz or zstd compressed too), folders (every file under them) or glob
     patterns; files found in folders or patterns that are no traces (README, code) are skipped and counted.
