@@ -10,7 +10,8 @@ on-disk cache (compiling it the first time after an install); the median is over
 times ``simrun ingest`` as a new process (interpreter start, imports and that load included).
 
 ``--cli`` times both ``simrun ingest`` and the plain reader (:data:`PLAIN_SCRIPT`) as new processes, the
-comparison a user sees; ``--memory N...`` prints the peak RSS of ``simrun ingest`` against log size.
+comparison a user sees; ``--before DIR`` also times ``simrun ingest`` of another source tree (e.g. ``git archive``
+of the previous commit), interleaved; ``--memory MB...`` prints peak RSS of both against log size.
 
 Run: ``python benchmarks/bench_ingest.py [--lines 500000] [--runs 3] [--keep DIR] [--engine auto|jit|numpy]
 [--cli] [--memory LINES ...]``.
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import re
 import statistics
 import subprocess
@@ -176,24 +178,44 @@ def peak_rss_mib(argv: list[str]) -> tuple[float, float]:
     return float(secs), float(rss)
 
 
-def memory_table(folder: Path, sizes: list[int]) -> None:
-    """Peak RSS of ``simrun ingest`` (a new process) against log size."""
-    print(f"{'COLL lines':>10} {'MB':>7} {'rows':>9} {'s':>6} {'peak RSS MiB':>13} {'KiB/row':>8}")
-    for lines in sizes:
-        log = folder / f"mem_{lines}.log"
-        trace = make_trace(lines, seed=1)
+#: COLL lines of the generated log per MB of it (the benchmark trace, with its TUNING and noise lines).
+COLL_LINES_PER_MB = 3_930
+
+
+def memory_table(folder: Path, sizes_mb: list[float], runs: int = 1) -> None:
+    """Peak RSS (``ru_maxrss``) of ``simrun ingest`` and of the plain script, each a new process, against log
+    size; the slope (MiB of peak per MB of log) between the smallest and the largest log."""
+    print(f"load average {os.getloadavg()[0]:.1f}")
+    print(f"{'MB':>7} {'COLL lines':>10} {'rows':>9} {'ingest s':>9} {'ingest MiB':>11} {'plain s':>8} "
+          f"{'plain MiB':>10}")
+    points = []
+    for mb in sizes_mb:
+        log = folder / f"mem_{mb:g}MB.log"
+        trace = make_trace(int(mb * COLL_LINES_PER_MB), seed=1)
         write_nccl_log(trace, log)
         add_noise(log)
-        secs, rss = peak_rss_mib([sys.executable, "-m", "sim", "ingest", str(log), "-o", str(folder / "mem.parquet")])
-        print(f"{lines:>10,} {log.stat().st_size / 1e6:7.1f} {len(trace):9,} {secs:6.2f} {rss:13.0f} "
-              f"{rss * 1024 / len(trace):8.2f}")
+        size = log.stat().st_size / 1e6
+        ours = [peak_rss_mib([sys.executable, "-m", "sim", "ingest", str(log), "-o", str(folder / "mem.parquet")])
+                for _ in range(runs)]
+        plain = [peak_rss_mib([sys.executable, "-c", PLAIN_SCRIPT, str(log), str(folder / "plain.parquet")])
+                 for _ in range(runs)]
+        (s_ours, rss_ours), (s_plain, rss_plain) = (max(ours, key=lambda x: x[1]), max(plain, key=lambda x: x[1]))
+        coll = int(mb * COLL_LINES_PER_MB)
+        print(f"{size:7.1f} {coll:>10,} {len(trace):9,} {s_ours:9.2f} {rss_ours:11.0f} {s_plain:8.2f} {rss_plain:10.0f}")
+        points.append((size, rss_ours))
         log.unlink()
+        del trace
+    if len(points) > 1:
+        (x0, y0), (x1, y1) = points[0], points[-1]
+        print(f"simrun ingest: {(y1 - y0) / (x1 - x0):.2f} MiB of peak RSS per MB of log above {y0:.0f} MiB at "
+              f"{x0:.0f} MB")
 
 
-def cli(path: Path, out: Path) -> int:
-    """``simrun ingest`` as a user runs it: a new interpreter, imports included."""
+def cli(path: Path, out: Path, tree: Path | None = None) -> int:
+    """``simrun ingest`` as a user runs it: a new interpreter, imports included (``tree``: that source tree's)."""
+    env = None if tree is None else {**os.environ, "PYTHONPATH": str(tree)}
     subprocess.run([sys.executable, "-m", "sim", "ingest", str(path), "-o", str(out)], check=True,
-                   capture_output=True)
+                   capture_output=True, env=env)
     return -1
 
 
@@ -206,12 +228,14 @@ def main() -> None:
                         help="chunk reader (traces.formats.nccl.scan.ENGINE)")
     parser.add_argument("--cli", action="store_true", help="also time `simrun ingest` and the plain script, each "
                         "in a new process (the bar of issue 12: fresh process against fresh process)")
-    parser.add_argument("--memory", type=int, nargs="*", default=None, metavar="LINES",
-                        help="print peak RSS of `simrun ingest` for logs of these COLL line counts, then stop")
+    parser.add_argument("--memory", type=float, nargs="*", default=None, metavar="MB",
+                        help="print peak RSS of `simrun ingest` and of the plain script for logs of about these "
+                        "sizes in MB (default 10 100 300), then stop")
+    parser.add_argument("--before", type=Path, default=None, metavar="DIR",
+                        help="with --cli, also time `simrun ingest` of this source tree (interleaved)")
     args = parser.parse_args()
     if args.memory is not None:
-        memory_table(args.keep or Path(tempfile.mkdtemp(prefix="bench_ingest_")), args.memory or
-                     [50_000, 200_000, 500_000])
+        memory_table(args.keep or Path(tempfile.mkdtemp(prefix="bench_ingest_")), args.memory or [10, 100, 300])
         return
     nccl_log_scan.ENGINE = args.engine
     folder = args.keep or Path(tempfile.mkdtemp(prefix="bench_ingest_"))
@@ -231,6 +255,9 @@ def main() -> None:
         results["plain re, new process"] = []
         results["simrun ingest"] = []
         readers += [("plain re, new process", plain_fresh), ("simrun ingest", cli)]
+        if args.before is not None:
+            results["ingest, before"] = []
+            readers.append(("ingest, before", lambda path, out: cli(path, out, args.before)))
     for _ in range(args.runs):
         for name, fn in readers:
             t = time.perf_counter()
@@ -238,6 +265,7 @@ def main() -> None:
             results[name].append(time.perf_counter() - t)
             if name == "read_nccl_logs":
                 assert rows == len(trace), (rows, len(trace))
+    print(f"load average {os.getloadavg()[0]:.1f} (2 cores shared: medians of {args.runs} interleaved runs)")
     print(f"{'reader':<18} {'median s':>9} {'MB/s':>8} {'lines/s':>12} {'COLL lines/s':>13}   runs")
     med = {}
     for name, times in results.items():
@@ -249,6 +277,8 @@ def main() -> None:
     if args.cli:
         print(f"speed-up of simrun ingest as a new process against the plain script as a new process (median): "
               f"{med['plain re, new process'] / med['simrun ingest']:.2f}x (bar: 2x)")
+        if args.before is not None:
+            print(f"simrun ingest, this tree against --before (median): {med['ingest, before'] / med['simrun ingest']:.2f}x")
 
 
 if __name__ == "__main__":

@@ -106,3 +106,31 @@ def test_members_that_disagree_are_refused_by_the_checks_across_rows(tmp_path: P
     assert str(api.value) == str(streamed.value)
     assert "field 'count'" in str(streamed.value)
     assert not (tmp_path / "x.parquet").exists()
+
+
+def test_compressed_files_and_folders_stream_to_the_same_rows(tmp_path: Path, monkeypatch) -> None:
+    import bz2
+    import gzip
+    import lzma
+    import shutil
+
+    monkeypatch.setattr(output, "BLOCK_ROWS", 4)
+    inputs = [p for p in LOGS if _has_rows(p)][:3]
+    folder = tmp_path / "logs"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "README.md").write_text("3 logs\n")  # skipped by name, and counted
+    openers = [gzip.open, bz2.open, lzma.open]
+    for k, path in enumerate(inputs):
+        with open(path, "rb") as src, openers[k](folder / "sub" / f"{k}_{Path(path).name}.z", "wb") as dst:
+            shutil.copyfileobj(src, dst)
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    for k, path in enumerate(inputs):
+        shutil.copy(path, plain / f"{k}_{Path(path).name}.z")
+    a, b = _both([str(folder)], tmp_path)
+    x, y = read_trace(a), read_trace(b)
+    pd.testing.assert_frame_equal(x, y)
+    assert x.attrs == y.attrs and y.attrs["collsim"]["ingest"]["files_skipped"] == 1
+    ingest_to_parquet([str(plain)], tmp_path / "c.parquet")  # the same logs uncompressed: the same rows
+    z = read_trace(tmp_path / "c.parquet")
+    pd.testing.assert_frame_equal(y, z)
