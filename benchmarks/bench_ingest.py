@@ -23,6 +23,7 @@ import argparse
 import math
 import os
 import re
+import resource
 import statistics
 import subprocess
 import sys
@@ -258,11 +259,15 @@ def main() -> None:
         if args.before is not None:
             results["ingest, before"] = []
             readers.append(("ingest, before", lambda path, out: cli(path, out, args.before)))
+    cpu: dict[str, list[float]] = {name: [] for name, _ in readers}
     for _ in range(args.runs):
         for name, fn in readers:
             t = time.perf_counter()
+            c0 = resource.getrusage(resource.RUSAGE_CHILDREN)
             rows = fn(log, folder / f"{name.replace(' ', '_')}.parquet")
             results[name].append(time.perf_counter() - t)
+            c1 = resource.getrusage(resource.RUSAGE_CHILDREN)  # new processes only: their user + system CPU
+            cpu[name].append(c1.ru_utime + c1.ru_stime - c0.ru_utime - c0.ru_stime)
             if name == "read_nccl_logs":
                 assert rows == len(trace), (rows, len(trace))
     print(f"load average {os.getloadavg()[0]:.1f} (2 cores shared: medians of {args.runs} interleaved runs)")
@@ -274,6 +279,10 @@ def main() -> None:
               f"{coll / med[name]:13,.0f}   {', '.join(f'{x:.2f}' for x in times)}")
     print(f"speed-up (median): {med['plain re reader'] / med['read_nccl_logs']:.2f}x "
           f"(engine {args.engine}; jit used: {nccl_log_scan.use_jit(log.stat().st_size)})")
+    fresh = [name for name in cpu if any(cpu[name])]
+    if fresh:  # CPU time is what a loaded machine distorts least (wall time waits for the other users)
+        print("new processes, CPU s (user + system, median): " + ", ".join(
+            f"{name} {statistics.median(cpu[name]):.2f}" for name in fresh))
     if args.cli:
         print(f"speed-up of simrun ingest as a new process against the plain script as a new process (median): "
               f"{med['plain re, new process'] / med['simrun ingest']:.2f}x (bar: 2x)")
