@@ -134,10 +134,10 @@ def _coll_frame(scans: list[FileScan]) -> pd.DataFrame:
     frames = []
     for f, s in enumerate(scans):
         # object columns stay object (pandas 3 would turn them into Arrow strings, slow to iterate)
-        part = object_frame(s.coll)
-        part["pos"] = (np.int64(f) << C.POS_SHIFT) | part["line"].to_numpy(dtype=np.int64)
-        part["file"] = f
-        frames.append(part)
+        cols = {k: v for k, v in s.coll.items() if k not in ("line", "tid")}  # not read later (memory)
+        cols["pos"] = (np.int64(f) << C.POS_SHIFT) | np.asarray(s.coll["line"], dtype=np.int64)
+        cols["file"] = np.full(len(cols["pos"]), f, dtype=np.int64)
+        frames.append(object_frame(cols))
     if len(frames) == 1:
         return frames[0]
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
