@@ -28,7 +28,11 @@ def ideal_time_s(op: str, nbytes: float, n: int, bandwidth_bytes_per_s: float, a
     ======================  =========================================  ==========
     AllReduce (ring)        2(n−1)/n · S / B                           2(n−1)
     AllReduce (tree)        2 · S / B  (NCCL's tree: algbw = busbw/2)   2·log2(n)
+    AllReduce (nvls)        (n+1)/n · S / B  (one server: a GPU's      4
+                            NVLink carries S/n per head + its own)
     AllGather, ReduceScat.  (n−1) · S_rank / B                         n−1
+    AllGather, RS (pat)     (n−1) · S_rank / B                         ceil(log2 n)
+    AllGather, RS (nvls)    n · S_rank / B                             2
     Broadcast, Reduce       S / B · (1 + (n−2)/chunks)                 n−1
     AllToAll                max row/column sum off the diagonal / B    1
     Send, Recv              S / B                                      1
@@ -43,6 +47,8 @@ def ideal_time_s(op: str, nbytes: float, n: int, bandwidth_bytes_per_s: float, a
     14.0
     >>> ideal_time_s("AllGather", 1e9, 4, 1e9, alpha_s=1e-6)
     3.000003
+    >>> ideal_time_s("AllReduce", 8e9, 8, 1e9, "nvls")
+    9.0
     """
     import numpy as np
 
@@ -55,8 +61,14 @@ def ideal_time_s(op: str, nbytes: float, n: int, bandwidth_bytes_per_s: float, a
         algo = supported_algos(op)[0]
     if op == "AllReduce" and algo == "tree":
         return 2.0 * nbytes / b + 2 * math.ceil(math.log2(n)) * alpha_s
+    if op == "AllReduce" and algo == "nvls":
+        return (n + 1) / n * nbytes / b + 4 * alpha_s
     if op == "AllReduce":
         return 2 * (n - 1) / n * nbytes / b + 2 * (n - 1) * alpha_s
+    if op in ("AllGather", "ReduceScatter") and algo == "pat":
+        return (n - 1) * nbytes / b + math.ceil(math.log2(n)) * alpha_s
+    if op in ("AllGather", "ReduceScatter") and algo == "nvls":
+        return n * nbytes / b + 2 * alpha_s
     if op in ("AllGather", "ReduceScatter"):
         return (n - 1) * nbytes / b + (n - 1) * alpha_s
     if op in ("Broadcast", "Reduce"):
