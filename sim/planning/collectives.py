@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 
 from sim.errors import SimError
-from sim.planning import logical, nvls, pat_nvls, tuning
+from sim.planning import logical, nvls, pat_nvls, pxn, tuning
 from sim.planning.machine import graph_cost_model, graph_machine
 from sim.planning.options import PlanOptions
 from sim.planning.plan import Edges, TransferPlan, assemble, excl_cumsum
@@ -271,7 +271,7 @@ def plan_collective(op: str, nbytes: float, ranks: Sequence[int] | np.ndarray, *
     srv = {int(r): int(s) for r, s in zip(arr, server, strict=True)}
 
     def wired(plan: TransferPlan) -> TransferPlan:
-        return _wire_bytes(plan, srv, model)
+        return _wire_bytes(_relayed(plan, srv, graph, opts.pxn), srv, model)
 
     if algo == "direct":
         parts = int(nchannels or 1)
@@ -352,6 +352,17 @@ def _nvls_plan(arr: np.ndarray, groups: list[np.ndarray], nbytes: float, nnodes:
     nchunks = max(1, min(nchunks, opts.max_transfers // max(1, len(edges.src))))
     lat = tuning.algo_latency_s("AllReduce", algo, "Simple", len(arr), nnodes, model)
     return assemble(edges, nchunks, False, lat, algo, proto)
+
+
+def _relayed(plan: TransferPlan, server: dict[int, int], graph, mode: bool | None) -> TransferPlan:
+    """The plan with PXN relays (:mod:`sim.planning.pxn`) where ``mode`` and the fabric's rails ask for them."""
+    if mode is False or graph is None or len(plan) == 0 or len(set(server.values())) < 2:
+        return plan
+    rails = pxn.network_rails(graph)
+    local = None
+    if mode:
+        local = {r: int(graph.nodes[f"gpu{r}"].get("local_rank", 0)) for r in server}
+    return pxn.apply_pxn(plan, pxn.pxn_relays(plan.src, plan.dst, server, rails, local))
 
 
 def _wire_bytes(plan: TransferPlan, server: dict[int, int], model: tuning.CostModel) -> TransferPlan:
