@@ -340,18 +340,24 @@ def plan_collective(op: str, nbytes: float, ranks: Sequence[int] | np.ndarray, *
 
 def _nvls_plan(arr: np.ndarray, groups: list[np.ndarray], nbytes: float, nnodes: int, opts: PlanOptions,
                model: tuning.CostModel, proto: str) -> TransferPlan:
-    """NVLS (one server, one channel: the NVLink loads do not depend on it) or NVLSTree (both trees)."""
+    """NVLS (one server, one channel: the NVLink loads do not depend on it) or NVLSTree (both trees).
+
+    Latency as NCCL's model: the NVLink part (25 us) at the start, and each inter-node tree hop its NET
+    latency on its first chunk, as a tree plan's hops (without the net plugin's reported latency, which
+    only the tuner adds).
+    """
     algo = "nvls" if nnodes <= 1 else "nvls_tree"
     ppn = len(groups[0])
     nch = int(opts.nchannels or (1 if nnodes <= 1 else 2))
-    edges = nvls.nvls_edges(arr, groups, nch, nbytes / nch)
+    hop = tuning.algo_latency_s("AllReduce", algo, "Simple", 2 * ppn, 2, dataclasses.replace(model, net_latency_us=0.0))
+    base = tuning.algo_latency_s("AllReduce", algo, "Simple", ppn, 1, model)
+    edges = nvls.nvls_edges(arr, groups, nch, nbytes / nch, net_hop_s=(hop - base) / 2 if nnodes > 1 else 0.0)
     unit = opts.chunk_bytes or tuning.nvls_chunk_bytes(algo, nbytes, ppn, nnodes)
     nchunks = nvls.nvls_chunks(nbytes, ppn, unit, len(edges.src), opts.max_pipeline_transfers)
     if opts.max_chunks is not None:
         nchunks = min(nchunks, opts.max_chunks)
     nchunks = max(1, min(nchunks, opts.max_transfers // max(1, len(edges.src))))
-    lat = tuning.algo_latency_s("AllReduce", algo, "Simple", len(arr), nnodes, model)
-    return assemble(edges, nchunks, False, lat, algo, proto)
+    return assemble(edges, nchunks, False, base, algo, proto)
 
 
 def _relayed(plan: TransferPlan, server: dict[int, int], graph, mode: bool | None) -> TransferPlan:

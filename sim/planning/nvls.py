@@ -38,12 +38,13 @@ class _Builder:
     """Edges appended one by one (the NVLS shapes are irregular; sizes stay in the hundreds)."""
 
     def __init__(self) -> None:
-        self.cols: dict[str, list] = {k: [] for k in ("src", "dst", "channel", "step", "bytes", "leg")}
+        self.cols: dict[str, list] = {k: [] for k in ("src", "dst", "channel", "step", "bytes", "leg", "delay")}
         self.preds: list[list[int]] = []
 
-    def add(self, src: int, dst: int, channel: int, step: int, nbytes: float, leg: int, preds) -> int:
+    def add(self, src: int, dst: int, channel: int, step: int, nbytes: float, leg: int, preds,
+            delay_s: float = 0.0) -> int:
         for key, value in (("src", src), ("dst", dst), ("channel", channel), ("step", step),
-                           ("bytes", nbytes), ("leg", leg)):
+                           ("bytes", nbytes), ("leg", leg), ("delay", delay_s)):
             self.cols[key].append(value)
         self.preds.append(list(preds))
         return len(self.preds) - 1
@@ -52,7 +53,8 @@ class _Builder:
         m = len(self.preds)
         c = self.cols
         return Edges(src=np.array(c["src"], _I64), dst=np.array(c["dst"], _I64), channel=np.array(c["channel"], _I64),
-                     step=np.array(c["step"], _I64), bytes=np.array(c["bytes"], np.float64), delay_s=np.zeros(m),
+                     step=np.array(c["step"], _I64), bytes=np.array(c["bytes"], np.float64),
+                     delay_s=np.array(c["delay"], np.float64),
                      pred_ptr=excl_cumsum(np.array([len(p) for p in self.preds], _I64)),
                      pred_idx=np.array([x for p in self.preds for x in p], _I64), prev=np.full(m, -1, _I64),
                      pos=np.arange(m, dtype=_I64), leg=np.array(c["leg"], np.int8))
@@ -74,7 +76,8 @@ def _depths(parent: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return depth, height
 
 
-def nvls_edges(ranks: np.ndarray, groups: list[np.ndarray], nchannels: int, ch_bytes: float) -> Edges:
+def nvls_edges(ranks: np.ndarray, groups: list[np.ndarray], nchannels: int, ch_bytes: float,
+               net_hop_s: float = 0.0) -> Edges:
     """Pipeline stages of an NVLS (one server) or NVLSTree (several) AllReduce, per channel.
 
     Parameters
@@ -87,6 +90,8 @@ def nvls_edges(ranks: np.ndarray, groups: list[np.ndarray], nchannels: int, ch_b
         Channels; with several servers channel ``c`` uses tree ``c % 2``.
     ch_bytes : float
         Bytes of the buffer each channel reduces.
+    net_hop_s : float
+        Latency of each hop of the inter-node tree (paid by its first chunk, as a tree's hops).
 
     Returns
     -------
@@ -130,7 +135,7 @@ def nvls_edges(ranks: np.ndarray, groups: list[np.ndarray], nchannels: int, ch_b
             for h in range(ppn):
                 kids = [net_up[c, h] for c in np.flatnonzero(parent == k).tolist()]
                 net_up[k, h] = b.add(ranks[groups[k][h]], ranks[groups[parent[k]][h]], ch, 2 + int(height[k]),
-                                     slice_bytes, LEG_PATH, [red_down[k, h], *kids])
+                                     slice_bytes, LEG_PATH, [red_down[k, h], *kids], net_hop_s)
         root = int(np.flatnonzero(parent < 0)[0])
         ready = {h: [red_down[root, h], *(net_up[c, h] for c in np.flatnonzero(parent == root).tolist())]
                  for h in range(ppn)}
@@ -141,7 +146,7 @@ def nvls_edges(ranks: np.ndarray, groups: list[np.ndarray], nchannels: int, ch_b
             for h in range(ppn):
                 p = int(parent[k])
                 got[k, h] = [b.add(ranks[groups[p][h]], ranks[groups[k][h]], ch, 3 + top + int(depth[p]),
-                                   slice_bytes, LEG_PATH, got[p, h])]
+                                   slice_bytes, LEG_PATH, got[p, h], net_hop_s)]
         for k, g in enumerate(groups):
             mc = [b.add(ranks[x], ranks[x], ch, 3 + top + int(depth[k]), slice_bytes, LEG_UP, got[k, h])
                   for h, x in enumerate(g)]
