@@ -32,6 +32,7 @@ engine should complete an empty plan when it starts.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -342,16 +343,17 @@ def _nvls_plan(arr: np.ndarray, groups: list[np.ndarray], nbytes: float, nnodes:
                model: tuning.CostModel, proto: str) -> TransferPlan:
     """NVLS (one server, one channel: the NVLink loads do not depend on it) or NVLSTree (both trees).
 
-    Latency as NCCL's model: the NVLink part (25 us) at the start, and each inter-node tree hop its NET
-    latency on its first chunk, as a tree plan's hops (without the net plugin's reported latency, which
-    only the tuner adds).
+    Latency: NCCL's, as for the ring family (the critical path totals the tuner's figure): the NVLink part
+    (25 us) at the start, and each inter-node tree hop NCCL's NET latency, net plugin's reported latency
+    included (twice, Simple), on its first chunk.
     """
     algo = "nvls" if nnodes <= 1 else "nvls_tree"
     ppn = len(groups[0])
     nch = int(opts.nchannels or (1 if nnodes <= 1 else 2))
-    hop = tuning.algo_latency_s("AllReduce", algo, "Simple", 2 * ppn, 2, dataclasses.replace(model, net_latency_us=0.0))
-    base = tuning.algo_latency_s("AllReduce", algo, "Simple", ppn, 1, model)
-    edges = nvls.nvls_edges(arr, groups, nch, nbytes / nch, net_hop_s=(hop - base) / 2 if nnodes > 1 else 0.0)
+    base = tuning.algo_latency_s("AllReduce", "nvls", "Simple", ppn, 1, model)
+    total = tuning.algo_latency_s("AllReduce", algo, "Simple", len(arr), nnodes, model)
+    hops = 2 * int(math.floor(math.log2(nnodes))) if nnodes > 1 else 0
+    edges = nvls.nvls_edges(arr, groups, nch, nbytes / nch, net_hop_s=(total - base) / hops if hops else 0.0)
     unit = opts.chunk_bytes or tuning.nvls_chunk_bytes(algo, nbytes, ppn, nnodes)
     nchunks = nvls.nvls_chunks(nbytes, ppn, unit, len(edges.src), opts.max_pipeline_transfers)
     if opts.max_chunks is not None:

@@ -212,3 +212,16 @@ def test_switch_legs_take_one_nvlink_link():
     with pytest.raises(SimError, match="no NVSwitch"):
         switch_leg_links(Router(topologies.build("rail_optimized", num_gpus=4, gpus_per_server=1)),
                          np.array([0]), np.array([LEG_UP]))
+
+
+@pytest.mark.parametrize(("servers", "net_latency_us"), [(2, 0.0), (4, 0.0), (2, 75.0)])
+def test_nvls_tree_critical_path_latency_is_nccls(servers, net_latency_us):
+    model = tuning.CostModel(nvls=True, net_latency_us=net_latency_us)
+    n = 8 * servers
+    plan = plan_collective("AllReduce", 1 << 20, range(n), server_of=np.arange(n) // 8, model=model,
+                           algo="nvls_tree", max_chunks=1)
+    finish = np.zeros(len(plan))
+    for i in range(len(plan)):  # an infinitely fast network: only the software latency remains
+        deps = plan.dep_idx[plan.dep_ptr[i]:plan.dep_ptr[i + 1]]
+        finish[i] = (finish[deps].max() if len(deps) else 0.0) + plan.delay_s[i]
+    assert finish.max() == pytest.approx(tuning.algo_latency_s("AllReduce", "nvls_tree", "Simple", n, servers, model))
