@@ -91,6 +91,8 @@ class CostModel:
         for name in ("nvlink_efficiency", "nic_efficiency"):
             if not 0 < getattr(self, name) <= 1:
                 raise SimError(f"cost model: {name} {getattr(self, name)} must be in (0, 1]")
+        if not isinstance(self.nvls, bool):
+            raise SimError(f"cost model: nvls {self.nvls!r} must be true or false")
         if not self.net_latency_us >= 0:
             raise SimError(f"cost model: net_latency_us {self.net_latency_us} must be >= 0")
         for name, allowed, known in (("algos", self.algos, ALGOS), ("protos", self.protos, PROTOS)):

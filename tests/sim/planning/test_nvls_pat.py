@@ -197,6 +197,8 @@ def test_nccl_algo_names_and_errors():
     with pytest.raises(SimError, match="same number of GPUs"):
         from sim.planning.nvls import nvls_edges
         nvls_edges(np.arange(5), [np.arange(3), np.arange(3, 5)], 1, 1.0)
+    with pytest.raises(SimError, match="cost model: nvls 'yes' must be true or false"):
+        tuning.CostModel(nvls="yes")
     # CollNet names are NCCL's; without SHARP switches NCCL ignores them and keeps its ring backup
     assert tuning.enabled_algos("AllReduce", 16, 2, tuning.CostModel(algos=("collnet_direct",))) == ("ring",)
 
