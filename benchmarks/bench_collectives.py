@@ -8,7 +8,9 @@ simulated duration against its closed form.
 
 Issue 10 adds: a 2 x 8 tree AllReduce of 1 GiB (NCCL chunking: 68 chunks per channel, bounded by
 ``max_pipeline_transfers``), a ring Broadcast of 256 MiB over 8 ranks at 100 Gb/s against its pipelined
-closed form, and one ``simrun bench`` sweep (all_reduce, 2 x 8 H100, 8 B .. 1 GiB, factor 4).
+closed form, and one ``simrun bench`` sweep (all_reduce, 2 x 8 H100, 8 B .. 1 GiB, factor 4). Then NVLS:
+8 x H100 AllReduce of 1 GiB against its closed form ``(n+1)/n S / B``, NVLSTree on 2 x 8 H100, and a
+PXN-relayed all-to-all on ``rail_only``.
 
 Run: ``python benchmarks/bench_collectives.py [--repeat 3] [--quantile 0]``.
 """
@@ -92,6 +94,18 @@ def main() -> None:
     closed = tuning.ideal_time_s("Broadcast", 256 * MIB, 8, 100e9 / 8)
     print(f"8-rank ring Broadcast 256 MiB at 100 Gb/s: wall {wall:.3f} s, cpu {cpu:.3f} s; "
           f"{t['time'].iloc[0] / 1e3:.2f} ms vs pipelined closed form {closed * 1e3:.2f} ms")
+    g8n = topologies.build("rail_optimized", num_gpus=8, gpus_per_server=8)
+    wall, cpu, t = timed(lambda: run_bench("AllReduce", g8n, [1 << 30], algo="NVLS"), args.repeat)
+    closed = tuning.ideal_time_s("AllReduce", 1 << 30, 8, 3600e9 / 8, "nvls")
+    print(f"8-GPU NVLS AllReduce 1 GiB (line rate): wall {wall:.3f} s, cpu {cpu:.3f} s; {t['time'].iloc[0] / 1e3:.3f} ms "
+          f"vs closed form {closed * 1e3:.3f} ms (+25 us latency, pipeline fill)")
+    wall, cpu, t = timed(lambda: run_bench("AllReduce", g16, [1 << 30]), args.repeat)
+    print(f"2 x 8 AllReduce 1 GiB (h100, ib, tuner): wall {wall:.3f} s, cpu {cpu:.3f} s; {t['algo'].iloc[0]} busbw "
+          f"{t['busbw'].iloc[0]:.1f} GB/s")
+    ro = topologies.build("rail_only", num_gpus=16)
+    wall, cpu, t = timed(lambda: run_bench("AllToAll", ro, [256 * MIB]), args.repeat)
+    print(f"2 x 8 all-to-all 256 MiB on rail_only (PXN in the plan): wall {wall:.3f} s, cpu {cpu:.3f} s; "
+          f"busbw {t['busbw'].iloc[0]:.1f} GB/s")
     sizes = bench_sizes(8, 1 << 30, 4)
     wall, cpu, t = timed(lambda: run_bench("AllReduce", g16, sizes), 1)
     print(f"simrun bench all_reduce, 2 x 8 H100, {len(sizes)} sizes 8 B .. 1 GiB: wall {wall:.3f} s, cpu {cpu:.3f} s")

@@ -20,7 +20,8 @@ from sim.engine.paths import path_latency_s
 from sim.engine.prepared import PreparedOp
 from sim.engine.workload import OpTable
 
-__all__ = ["Preparer", "flow_key_base", "nvlink_records", "op_keys", "plan_op", "plan_p2p", "run_engine"]
+__all__ = ["Preparer", "flow_key_base", "nvlink_records", "op_keys", "plan_op", "plan_p2p", "run_engine",
+           "switch_leg_links"]
 
 
 def flow_key_base(comm: str) -> int:
@@ -67,6 +68,7 @@ class Preparer:
         self.cache: dict[Any, PreparedOp] = {}
         self.keys = op_keys(ops, algo)
         self._records = ops.frame.to_dict("records")
+        self._switch_links: dict = {}
         # plans depend on the graph only through servers and per-GPU link rates, which the ideal fabric
         # keeps: the real and the ideal run share them
         self.plans: dict = {} if plans is None else plans
@@ -98,12 +100,15 @@ class Preparer:
         rev_ptr, rev_idx = reverse_csr(dep_ptr, dep_idx, n)
         dep_count = np.diff(dep_ptr).astype(np.int64)
         flow_key = flow_key_base(str(rec["comm"])) + channel
-        local = src == dst
-        routes = self.router.route(src[~local], dst[~local], flow_key[~local]) if (~local).any() else None
-        # sub-flows: one per route sub-flow; a local copy (src == dst) is one sub-flow with no links
+        # NVLS legs (GPU -> its NVSwitch, NVSwitch -> GPU) take one NVLink link; src == dst marks them
+        leg = getattr(plan, "leg", None)
+        is_leg = np.zeros(n, dtype=bool) if leg is None else np.asarray(leg) != 0
+        routed = (src != dst) & ~is_leg
+        routes = self.router.route(src[routed], dst[routed], flow_key[routed]) if routed.any() else None
+        # sub-flows: one per route sub-flow; a leg or a local copy (src == dst) is one sub-flow
         sub_count = np.ones(n, dtype=np.int64)
         if routes is not None:
-            sub_count[~local] = np.diff(np.asarray(routes.sub_ptr, np.int64))
+            sub_count[routed] = np.diff(np.asarray(routes.sub_ptr, np.int64))
         sub_ptr = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(sub_count, out=sub_ptr[1:])
         n_sub = int(sub_ptr[-1])
@@ -111,23 +116,60 @@ class Preparer:
         sub_bytes = np.zeros(n_sub)
         sub_lat = np.zeros(n_sub)
         sub_links = np.zeros(n_sub, dtype=np.int64)
-        remote_sub = ~local[sub_transfer]
-        link_idx = np.zeros(0, np.int64)
+        remote_sub = routed[sub_transfer]
+        leg_sub = is_leg[sub_transfer]
         if routes is not None:
             frac = np.asarray(routes.fraction, np.float64)
-            link_ptr, link_idx = np.asarray(routes.link_ptr, np.int64), np.asarray(routes.link_idx, np.int64)
-            sub_lat[remote_sub] = path_latency_s(link_ptr, link_idx, self._latency_us)
+            link_ptr, r_links = np.asarray(routes.link_ptr, np.int64), np.asarray(routes.link_idx, np.int64)
+            sub_lat[remote_sub] = path_latency_s(link_ptr, r_links, self._latency_us)
             sub_bytes[remote_sub] = nbytes[sub_transfer[remote_sub]] * frac
             sub_links[remote_sub] = np.diff(link_ptr)
-            link_idx = link_idx[link_ptr[0]:link_ptr[-1]]
+        leg_links = np.zeros(0, np.int64)
+        if leg_sub.any():
+            t = sub_transfer[leg_sub]
+            leg_links = switch_leg_links(self.router, src[t], np.asarray(leg)[t], self._switch_links)
+            sub_lat[leg_sub] = self._latency_us[leg_links] * 1e-6
+            sub_bytes[leg_sub] = nbytes[t]
+            sub_links[leg_sub] = 1
         # a local copy (no links) moves no network bytes: it costs its software delay only
         sub_link_ptr = np.zeros(n_sub + 1, dtype=np.int64)
         np.cumsum(sub_links, out=sub_link_ptr[1:])
+        link_idx = np.zeros(int(sub_link_ptr[-1]), dtype=np.int64)
+        if routes is not None:
+            counts = np.diff(link_ptr)
+            pos = np.repeat(sub_link_ptr[:-1][remote_sub] - (link_ptr[:-1] - link_ptr[0]), counts)
+            link_idx[pos + np.arange(int(counts.sum()))] = r_links[link_ptr[0]:link_ptr[-1]]
+        link_idx[sub_link_ptr[:-1][leg_sub]] = leg_links
         footprint = np.unique(link_idx).astype(np.int64)
         return PreparedOp(algo=algo, proto=proto, delay_s=delay, dep_count=dep_count, rev_ptr=rev_ptr,
                           rev_idx=rev_idx, sub_ptr=sub_ptr, sub_bytes=sub_bytes, sub_latency_s=sub_lat,
                           sub_transfer=sub_transfer, src=src, dst=dst, sub_link_ptr=sub_link_ptr,
                           sub_link_idx=link_idx, footprint=footprint)
+
+
+def switch_leg_links(router, gpus: np.ndarray, legs: np.ndarray, cache: dict | None = None) -> np.ndarray:
+    """Link of each NVLS leg: GPU -> its NVSwitch (leg 1) or NVSwitch -> GPU (leg 2)
+    (``sim.planning.plan.LEG_UP`` / ``LEG_DOWN``).
+
+    Raises
+    ------
+    sim.errors.SimError
+        A GPU with no NVSwitch (a plan made for another topology).
+    """
+    from sim.errors import SimError
+
+    cache = {} if cache is None else cache
+    out = np.empty(len(gpus), dtype=np.int64)
+    for i, (g, leg) in enumerate(zip(np.asarray(gpus).tolist(), np.asarray(legs).tolist(), strict=True)):
+        key = (g, leg)
+        if key not in cache:
+            node = f"gpu{g}"
+            nvs = [v for v in router.graph.neighbors(node) if router.graph.nodes[v].get("kind") == "nvswitch"]
+            if not nvs:
+                raise SimError(f"{router.name}: {node} has no NVSwitch for an NVLS transfer")
+            cache[key] = router.link_id[(node, nvs[0]) if leg == 1 else (nvs[0], node)]
+        out[i] = cache[key]
+    return out
 
 
 def plan_op(rec: Mapping, split: np.ndarray | None, algo: str, graph: nx.Graph, meta: Mapping,

@@ -11,7 +11,9 @@ GPU presets (``gpu=``)
     20.0, ``SM90_NVLINK_BW`` 20.6, ``SM100_NVLINK_BW`` 40.1 GB/s per link, times the links: 12 on A100, 18
     on H100/H200/B200). Their ratio is the Simple protocol's efficiency on NVLink ("with the protocol
     overhead (~20%) NCCL can get an effective NVLink bandwidth of 370GB/s", NVIDIA/nccl-tests#212);
-    ``arch``: the tuner's compute-capability index (ampere, hopper, blackwell).
+    ``arch``: the tuner's compute-capability index (ampere, hopper, blackwell); hopper and blackwell
+    also have NVLink SHARP, so the planner enables NVLS / NVLSTree on their NVSwitch servers (NCCL's
+    NVLS search needs compute capability 9.0; no preset counts as hopper).
 NIC presets (``nic=``)
     ``efficiency``: payload share of the NIC's line rate NCCL reaches ("for NDR @ 400Gbps you should see
     46-48GB/s per NIC", NVIDIA/nccl-tests#290: 47/50); ``net_latency_us``: the latency the net plugin

@@ -42,7 +42,10 @@ class _BenchCommand(click.Command):
               help="nccl-tests datatype: float, half, bfloat16, double, int8, int32, ...")
 @click.option("-r", "--root", type=int, default=0, show_default=True, help="Root of broadcast / reduce.")
 @click.option("--algo", default=None, metavar="NCCL_ALGO",
-              help="Algorithms the tuner may use, as NCCL_ALGO: ring, tree, direct, 'ring,tree', '^tree'.")
+              help="Algorithms the tuner may use, as NCCL_ALGO (NCCL 2.2x names, any case): Ring, Tree, NVLS "
+                   "(NVSwitch SHARP, one H100/H200/B200 server), NVLSTree (NVLS in servers, tree across), PAT "
+                   "(AllGather/ReduceScatter, one GPU per server), CollNetDirect, CollNetChain (need SHARP "
+                   "switches: ignored, as NCCL does without them); lists 'Ring,Tree', exclusions '^NVLS'.")
 @click.option("--proto", default=None, metavar="NCCL_PROTO",
               help="Protocols the tuner may use, as NCCL_PROTO: LL, LL128, Simple, '^LL'.")
 @click.option("--routing", type=click.Choice(["ecmp", "spray", "single"]), default="ecmp", show_default=True)

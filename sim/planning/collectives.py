@@ -32,6 +32,7 @@ engine should complete an empty plan when it starts.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -40,8 +41,10 @@ from typing import Any
 import numpy as np
 
 from sim.errors import SimError
-from sim.planning import logical, tuning
+from sim.planning import logical, nvls, pat_nvls, pxn, tuning
+from sim.planning.machine import graph_cost_model, graph_machine
 from sim.planning.options import PlanOptions
+from sim.planning.plan import Edges, TransferPlan, assemble, excl_cumsum
 
 __all__ = ["PlanOptions", "TransferPlan", "graph_cost_model", "graph_machine", "plan_collective"]
 
@@ -52,137 +55,10 @@ _I32 = np.int32
 _I64 = np.int64
 
 
-@dataclass(frozen=True, eq=False)
-class TransferPlan:
-    """Transfers of one collective and their dependencies (CSR), all numpy arrays of one length.
-
-    Attributes
-    ----------
-    src, dst : ndarray of int32
-        Global ranks (GPU slots).
-    bytes : ndarray of float64
-        Payload of each transfer (protocol overhead excluded).
-    channel : ndarray of int32
-        NCCL channel id (also the flow key the engine hashes for ECMP).
-    delay_s : ndarray of float64
-        Software latency paid once the dependencies are met.
-    dep_ptr, dep_idx : ndarray of int64
-        Transfer ``i`` starts when every ``dep_idx[dep_ptr[i]:dep_ptr[i+1]]`` has finished.
-    algo, proto : str
-        ``ring`` / ``tree`` / ``direct`` and ``LL`` / ``LL128`` / ``Simple``.
-    step, chunk : ndarray of int32
-        Diagnostics: the algorithm step (ring step, chain hop, tree level) and the chunk of each transfer.
-    """
-
-    src: np.ndarray
-    dst: np.ndarray
-    bytes: np.ndarray
-    channel: np.ndarray
-    delay_s: np.ndarray
-    dep_ptr: np.ndarray
-    dep_idx: np.ndarray
-    algo: str
-    proto: str
-    step: np.ndarray | None = None
-    chunk: np.ndarray | None = None
-
-    def __len__(self) -> int:
-        return len(self.src)
-
-    @property
-    def total_bytes(self) -> float:
-        """Sum of the transfers' bytes."""
-        return float(self.bytes.sum())
-
-    @classmethod
-    def empty(cls, algo: str, proto: str) -> TransferPlan:
-        """A plan with no transfers (zero bytes, one rank)."""
-        z32, z64 = np.zeros(0, _I32), np.zeros(0, _I64)
-        return cls(src=z32, dst=z32.copy(), bytes=np.zeros(0), channel=z32.copy(), delay_s=np.zeros(0),
-                   dep_ptr=np.zeros(1, _I64), dep_idx=z64, algo=algo, proto=proto, step=z32.copy(),
-                   chunk=z32.copy())
-
-
-# --- assembly: edges × chunks → a topologically ordered CSR plan --------------------------------------
-
-@dataclass
-class _Edges:
-    """Per-channel pipeline stages ("edges") before chunking.
-
-    ``pred`` (CSR) lists the edges whose same chunk must have arrived; ``prev`` is the edge the same
-    sender serves just before this one (its last chunk precedes this edge's chunk 0), or -1.
-    """
-
-    src: np.ndarray
-    dst: np.ndarray
-    channel: np.ndarray
-    step: np.ndarray
-    bytes: np.ndarray
-    delay_s: np.ndarray
-    pred_ptr: np.ndarray
-    pred_idx: np.ndarray
-    prev: np.ndarray
-    pos: np.ndarray  # tie-break key (ring position)
-
-
-def _excl_cumsum(counts: np.ndarray) -> np.ndarray:
-    out = np.zeros(len(counts) + 1, dtype=_I64)
-    np.cumsum(counts, out=out[1:])
-    return out
-
-
-def _segments(starts: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Row r copies ``counts[r]`` items from ``starts[r]``: the row, source position and offset within
-    the row of every copied item."""
-    total = int(counts.sum())
-    row = np.repeat(np.arange(len(counts), dtype=_I64), counts)
-    k = np.arange(total, dtype=_I64) - np.repeat(_excl_cumsum(counts)[:-1], counts)
-    return row, starts[row] + k, k
-
-
-def _assemble(e: _Edges, nchunks: int, step_major: bool, base_delay_s: float, algo: str,
-              proto: str) -> TransferPlan:
-    n_edges, c_n = len(e.src), nchunks
-    t_e = np.repeat(np.arange(n_edges, dtype=_I64), c_n)
-    t_c = np.tile(np.arange(c_n, dtype=_I64), n_edges)
-    n_t = len(t_e)
-    npred = np.diff(e.pred_ptr)[t_e]
-    chain = (t_c > 0) | (e.prev[t_e] >= 0)
-    cnt = npred + chain
-    ptr = _excl_cumsum(cnt)
-    dep = np.empty(int(ptr[-1]), dtype=_I64)
-    # transfer (edge, chunk) = edge * C + chunk: first its predecessors' same chunk, then its own chain
-    row, src_pos, k = _segments(e.pred_ptr[t_e], npred)
-    dep[ptr[row] + k] = e.pred_idx[src_pos] * c_n + t_c[row]
-    rows = np.flatnonzero(chain)
-    own_prev = np.where(t_c[rows] > 0, rows - 1, e.prev[t_e[rows]] * c_n + (c_n - 1))
-    dep[ptr[rows] + npred[rows]] = own_prev
-
-    ch_t, step_t = e.channel[t_e], e.step[t_e]
-    if step_major:  # ring: step, then chunk, channel, position
-        order = np.lexsort((e.pos[t_e], ch_t, t_c, step_t))
-    else:           # chains and trees: chunk, then step (upstream first), channel
-        order = np.lexsort((e.pos[t_e], ch_t, step_t, t_c))
-    new_id = np.empty(n_t, dtype=_I64)
-    new_id[order] = np.arange(n_t, dtype=_I64)
-    cnt_new = cnt[order]
-    ptr_new = _excl_cumsum(cnt_new)
-    row_new, old_pos, _ = _segments(ptr[order], cnt_new)
-    dep_new = new_id[dep[old_pos]]
-    if np.any(dep_new >= row_new):  # a construction bug, never bad input
-        raise RuntimeError("collective plan is not in topological order")
-
-    te = t_e[order]
-    delay = np.where(t_c[order] == 0, e.delay_s[te], 0.0) + np.where(cnt_new == 0, base_delay_s, 0.0)
-    return TransferPlan(src=e.src[te].astype(_I32), dst=e.dst[te].astype(_I32),
-                        bytes=(e.bytes[te] / c_n).astype(np.float64), channel=e.channel[te].astype(_I32),
-                        delay_s=delay, dep_ptr=ptr_new, dep_idx=dep_new, algo=algo, proto=proto,
-                        step=e.step[te].astype(_I32), chunk=t_c[order].astype(_I32))
-
 
 # --- rings ------------------------------------------------------------------------------------------------
 
-def _ring_edges(rings: np.ndarray, nsteps: int, step_bytes: float, step_delay_s: float) -> _Edges:
+def _ring_edges(rings: np.ndarray, nsteps: int, step_bytes: float, step_delay_s: float) -> Edges:
     """Every step, every rank sends to its ring successor; step s forwards what arrived at step s−1."""
     k, n = rings.shape
     s, ch, p = (a.reshape(-1) for a in np.meshgrid(np.arange(nsteps), np.arange(k), np.arange(n),
@@ -190,28 +66,28 @@ def _ring_edges(rings: np.ndarray, nsteps: int, step_bytes: float, step_delay_s:
     has_pred = s >= 1  # edge id is (s * k + ch) * n + p, the meshgrid order
     pred_idx = (((s - 1) * k + ch) * n + (p - 1) % n)[has_pred]
     prev = np.where(has_pred, ((s - 1) * k + ch) * n + p, -1)
-    return _Edges(src=rings[ch, p], dst=rings[ch, (p + 1) % n], channel=ch, step=s,
+    return Edges(src=rings[ch, p], dst=rings[ch, (p + 1) % n], channel=ch, step=s,
                   bytes=np.full(len(s), float(step_bytes)), delay_s=np.full(len(s), step_delay_s),
-                  pred_ptr=_excl_cumsum(has_pred.astype(_I64)), pred_idx=pred_idx.astype(_I64),
+                  pred_ptr=excl_cumsum(has_pred.astype(_I64)), pred_idx=pred_idx.astype(_I64),
                   prev=prev.astype(_I64), pos=p)
 
 
-def _chain_edges(orders: np.ndarray, hop_bytes: float, hop_delay_s: float) -> _Edges:
+def _chain_edges(orders: np.ndarray, hop_bytes: float, hop_delay_s: float) -> Edges:
     """A pipelined chain along each channel's order: hop h forwards what hop h−1 delivered."""
     k, n = orders.shape
     h, ch = (a.reshape(-1) for a in np.meshgrid(np.arange(n - 1), np.arange(k), indexing="ij"))
     has_pred = h >= 1
     pred_idx = ((h - 1) * k + ch)[has_pred]
-    return _Edges(src=orders[ch, h], dst=orders[ch, h + 1], channel=ch, step=h,
+    return Edges(src=orders[ch, h], dst=orders[ch, h + 1], channel=ch, step=h,
                   bytes=np.full(len(h), float(hop_bytes)), delay_s=np.full(len(h), hop_delay_s),
-                  pred_ptr=_excl_cumsum(has_pred.astype(_I64)), pred_idx=pred_idx.astype(_I64),
+                  pred_ptr=excl_cumsum(has_pred.astype(_I64)), pred_idx=pred_idx.astype(_I64),
                   prev=np.full(len(h), -1, _I64), pos=h)
 
 
 # --- trees ------------------------------------------------------------------------------------------------
 
 def _tree_edges(ranks: np.ndarray, parents: list[np.ndarray], server: np.ndarray, ch_bytes: float,
-                proto: str) -> _Edges:
+                proto: str) -> Edges:
     """Reduce up every channel's tree, then broadcast down it, chunk by chunk."""
     src, dst, chan, step, delay, preds = [], [], [], [], [], []
     offset = 0
@@ -258,9 +134,9 @@ def _tree_edges(ranks: np.ndarray, parents: list[np.ndarray], server: np.ndarray
     counts = np.array([len(p) for p in preds], dtype=_I64)
     flat = np.array([x for p in preds for x in p], dtype=_I64)
     m = len(src)
-    return _Edges(src=np.array(src, _I64), dst=np.array(dst, _I64), channel=np.array(chan, _I64),
+    return Edges(src=np.array(src, _I64), dst=np.array(dst, _I64), channel=np.array(chan, _I64),
                   step=np.array(step, _I64), bytes=np.full(m, float(ch_bytes)), delay_s=np.array(delay),
-                  pred_ptr=_excl_cumsum(counts), pred_idx=flat, prev=np.full(m, -1, _I64),
+                  pred_ptr=excl_cumsum(counts), pred_idx=flat, prev=np.full(m, -1, _I64),
                   pos=np.arange(m, dtype=_I64))
 
 
@@ -285,68 +161,6 @@ def _direct(src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray, parts: int, se
 
 
 # --- inputs -----------------------------------------------------------------------------------------------
-
-def graph_machine(graph, ranks) -> tuple[np.ndarray, tuning.CostModel]:
-    """Servers of the ranks and the cost model (per-GPU NVLink / network rates) of a SPEC §4 topology.
-
-    Raises
-    ------
-    SimError
-        A rank with no ``gpu{rank}`` node.
-    """
-    ranks = np.asarray(ranks, dtype=_I64).reshape(-1)
-    servers = []
-    for r in ranks:
-        node = f"gpu{int(r)}"
-        if node not in graph:
-            raise SimError(f"topology {graph.graph.get('name', '')!r} has no node {node} for rank {int(r)}")
-        servers.append(int(graph.nodes[node].get("server", int(r))))
-    intra = inter = 0.0
-    node = f"gpu{int(ranks[0])}"
-    for _, _, data in graph.edges(node, data=True):
-        gbps = float(data.get("capacity_gbps", 0.0))
-        if data.get("kind") == "nvlink":
-            intra += gbps
-        else:
-            inter += gbps
-    return np.array(servers, dtype=_I64), graph_cost_model(graph, intra, inter)
-
-
-def graph_cost_model(graph, intra_gbps: float = 0.0, inter_gbps: float = 0.0) -> tuning.CostModel:
-    """The :class:`~sim.planning.tuning.CostModel` of a topology's GPUs.
-
-    Link rates come from the caller (per-GPU NVLink and network Gb/s; 0 keeps the H100 defaults); the
-    graph attributes ``nccl_algo`` / ``nccl_proto`` (``NCCL_ALGO`` / ``NCCL_PROTO`` syntax) restrict the
-    tuner.
-
-    Examples
-    --------
-    >>> import networkx as nx
-    >>> g = nx.Graph(nccl_proto="Simple")
-    >>> graph_cost_model(g, 3600, 400).protos
-    ('Simple',)
-    """
-    default = tuning.CostModel()
-    attrs = graph.graph
-    hw = attrs.get("hardware") or {}
-    nv_eff, nic_eff = float(hw.get("nvlink_efficiency", 1.0)), float(hw.get("nic_efficiency", 1.0))
-    intra = intra_gbps * 1e9 / 8 if intra_gbps > 0 else default.intra_bw_bytes_per_s
-    inter = inter_gbps * 1e9 / 8 if inter_gbps > 0 else default.inter_bw_bytes_per_s
-    return tuning.CostModel(
-        # the tuner sees the bandwidth NCCL's topology search credits (line rate x efficiency)
-        intra_bw_bytes_per_s=intra * nv_eff, inter_bw_bytes_per_s=inter * nic_eff,
-        nvlink_efficiency=nv_eff, nic_efficiency=nic_eff, protocol_overhead=bool(hw),
-        net_latency_us=float(hw.get("net_latency_us", 0.0)),
-        arch={"blackwell": "hopper"}.get(hw.get("arch", "hopper"), hw.get("arch", "hopper")),
-        algos=tuning.parse_nccl_list(attrs.get("nccl_algo"), "algo"),
-        protos=tuning.parse_nccl_list(attrs.get("nccl_proto"), "proto") or _hardware_protos(attrs))
-
-
-def _hardware_protos(attrs) -> tuple[str, ...] | None:
-    # a transport that allows only some protocols (topologies.hardware: EFA, TCPXO run Simple only)
-    protos = (attrs.get("hardware") or {}).get("protos")
-    return tuple(protos) if protos else None
-
 
 def _split_matrix(split_bytes, nbytes: float, n: int) -> np.ndarray:
     if split_bytes is None:
@@ -441,6 +255,8 @@ def plan_collective(op: str, nbytes: float, ranks: Sequence[int] | np.ndarray, *
     for k, g in enumerate(groups):
         server[g] = k
     nnodes = len(groups)
+    if model.nvls and len({len(g) for g in groups}) > 1:
+        model = dataclasses.replace(model, nvls=False)  # NVLS heads pair up GPUs of equal local rank
     if op in ("Send", "Recv") and n != 2:
         raise SimError(f"{op}: ranks must be [sender, receiver], got {n} ranks")
     if op in _ROOTED and not 0 <= root < n:
@@ -456,7 +272,7 @@ def plan_collective(op: str, nbytes: float, ranks: Sequence[int] | np.ndarray, *
     srv = {int(r): int(s) for r, s in zip(arr, server, strict=True)}
 
     def wired(plan: TransferPlan) -> TransferPlan:
-        return _wire_bytes(plan, srv, model)
+        return _wire_bytes(_relayed(plan, srv, graph, opts.pxn), srv, model)
 
     if algo == "direct":
         parts = int(nchannels or 1)
@@ -469,6 +285,13 @@ def plan_collective(op: str, nbytes: float, ranks: Sequence[int] | np.ndarray, *
         rootv = np.full(n - 1, arr[root])
         s, d = (others, rootv) if op == "Gather" else (rootv, others)
         return wired(_direct(s, d, np.full(n - 1, nbytes), parts, srv, proto, algo))
+
+    if algo in ("nvls", "nvls_tree") and op == "AllReduce":
+        return wired(_nvls_plan(arr, groups, nbytes, nnodes, opts, model, proto))
+    if algo == "nvls":
+        return wired(pat_nvls.nvls_gather_plan(op, arr, groups, nbytes, model, opts))
+    if algo == "pat":
+        return wired(pat_nvls.pat_plan(op, arr, nbytes, model, opts))
 
     # edges per channel; a transfer is an edge x chunk
     if algo == "tree":
@@ -501,7 +324,7 @@ def plan_collective(op: str, nbytes: float, ranks: Sequence[int] | np.ndarray, *
     if algo == "tree":
         parents = [logical.rank_tree(arr, server, c, nch) for c in range(nch)]
         edges = _tree_edges(arr, parents, server, ch_bytes, proto)
-        return wired(_assemble(edges, nchunks, False, tuning.tree_base_latency_s(proto), algo, proto))
+        return wired(assemble(edges, nchunks, False, tuning.tree_base_latency_s(proto), algo, proto))
 
     ring_orders = logical.rings_for_channels(arr, nch, server, rings)
     base, per_step = tuning.ring_step_latency_s(op, proto, n, nnodes, nbytes, model)
@@ -509,11 +332,45 @@ def plan_collective(op: str, nbytes: float, ranks: Sequence[int] | np.ndarray, *
         pos = np.argmax(ring_orders == arr[root], axis=1)
         shift = pos if op == "Broadcast" else pos + 1  # root first (Broadcast) or last (Reduce)
         orders = np.stack([np.roll(r, -int(s)) for r, s in zip(ring_orders, shift, strict=True)])
-        return wired(_assemble(_chain_edges(orders, ch_bytes, per_step), nchunks, False, base, algo, proto))
+        return wired(assemble(_chain_edges(orders, ch_bytes, per_step), nchunks, False, base, algo, proto))
     # AllReduce: 2(n-1) steps of one n-th of the channel's data; AllGather / ReduceScatter: n-1 steps of
     # one rank's share
     nsteps = per_channel // n
-    return wired(_assemble(_ring_edges(ring_orders, nsteps, grain, per_step), nchunks, True, base, algo, proto))
+    return wired(assemble(_ring_edges(ring_orders, nsteps, grain, per_step), nchunks, True, base, algo, proto))
+
+
+def _nvls_plan(arr: np.ndarray, groups: list[np.ndarray], nbytes: float, nnodes: int, opts: PlanOptions,
+               model: tuning.CostModel, proto: str) -> TransferPlan:
+    """NVLS (one server, one channel: the NVLink loads do not depend on it) or NVLSTree (both trees).
+
+    Latency: NCCL's, as for the ring family (the critical path totals the tuner's figure): the NVLink part
+    (25 us) at the start, and each inter-node tree hop NCCL's NET latency, net plugin's reported latency
+    included (twice, Simple), on its first chunk.
+    """
+    algo = "nvls" if nnodes <= 1 else "nvls_tree"
+    ppn = len(groups[0])
+    nch = int(opts.nchannels or (1 if nnodes <= 1 else 2))
+    base = tuning.algo_latency_s("AllReduce", "nvls", "Simple", ppn, 1, model)
+    total = tuning.algo_latency_s("AllReduce", algo, "Simple", len(arr), nnodes, model)
+    hops = 2 * int(math.floor(math.log2(nnodes))) if nnodes > 1 else 0
+    edges = nvls.nvls_edges(arr, groups, nch, nbytes / nch, net_hop_s=(total - base) / hops if hops else 0.0)
+    unit = opts.chunk_bytes or tuning.nvls_chunk_bytes(algo, nbytes, ppn, nnodes)
+    nchunks = nvls.nvls_chunks(nbytes, ppn, unit, len(edges.src), opts.max_pipeline_transfers)
+    if opts.max_chunks is not None:
+        nchunks = min(nchunks, opts.max_chunks)
+    nchunks = max(1, min(nchunks, opts.max_transfers // max(1, len(edges.src))))
+    return assemble(edges, nchunks, False, base, algo, proto)
+
+
+def _relayed(plan: TransferPlan, server: dict[int, int], graph, mode: bool | None) -> TransferPlan:
+    """The plan with PXN relays (:mod:`sim.planning.pxn`) where ``mode`` and the fabric's rails ask for them."""
+    if mode is False or graph is None or len(plan) == 0 or len(set(server.values())) < 2:
+        return plan
+    rails = pxn.network_rails(graph)
+    local = None
+    if mode:
+        local = {r: int(graph.nodes[f"gpu{r}"].get("local_rank", 0)) for r in server}
+    return pxn.apply_pxn(plan, pxn.pxn_relays(plan.src, plan.dst, server, rails, local))
 
 
 def _wire_bytes(plan: TransferPlan, server: dict[int, int], model: tuning.CostModel) -> TransferPlan:
@@ -522,6 +379,6 @@ def _wire_bytes(plan: TransferPlan, server: dict[int, int], model: tuning.CostMo
         return plan
     inter = np.fromiter((server[int(a)] != server[int(b)] for a, b in zip(plan.src, plan.dst, strict=True)),
                         dtype=bool, count=len(plan))
-    factor = np.where(inter, tuning.wire_factor(plan.proto, True, model),
-                      tuning.wire_factor(plan.proto, False, model))
+    factor = np.where(inter, tuning.wire_factor(plan.proto, True, model, plan.algo),
+                      tuning.wire_factor(plan.proto, False, model, plan.algo))
     return dataclasses.replace(plan, bytes=plan.bytes * factor)

@@ -51,6 +51,11 @@ class PlanOptions:
         Plan one channel for a communicator inside one server (same loads, fewer flows).
     model : sim.planning.tuning.CostModel, optional
         The machine the tuner sees (default: from the topology, else H100 defaults).
+    pxn : bool, optional
+        NCCL's PXN in the plan (:mod:`sim.planning.pxn`): ``None`` relays a send over NVLink to the
+        server-mate on the receiver's rail where the fabric's rails require it (``rail_only``), ``True``
+        wherever sender and receiver have different local ranks (NCCL's default on rail-optimized
+        fabrics), ``False`` never (``NCCL_PXN_DISABLE=1``). Needs the topology graph.
 
     Raises
     ------
@@ -77,6 +82,7 @@ class PlanOptions:
     max_pipeline_transfers: int = tuning.DEFAULT_MAX_PIPELINE_TRANSFERS
     merge_nvlink_channels: bool = True
     model: tuning.CostModel | None = None
+    pxn: bool | None = None
 
     def __post_init__(self) -> None:
         if self.algo not in ("auto", *tuning.ALGOS):
@@ -89,6 +95,8 @@ class PlanOptions:
             _positive_int(name, getattr(self, name), False)
         if self.chunk_bytes is not None and not self.chunk_bytes > 0:
             raise SimError(f"plan option chunk_bytes={self.chunk_bytes!r} must be > 0")
+        if self.pxn is not None and not isinstance(self.pxn, bool):
+            raise SimError(f"plan option pxn={self.pxn!r} must be true, false or None (where rails require it)")
         if self.model is not None and not isinstance(self.model, tuning.CostModel):
             raise SimError("plan option model must be a sim.planning.tuning.CostModel")
 

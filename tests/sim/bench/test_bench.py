@@ -86,9 +86,10 @@ def test_bench_forced_protocol_and_bad_values():
     assert set(t["proto"]) == {"LL"}
     with pytest.raises(SimError, match="NCCL_PROTO"):
         run_bench("AllGather", g, [1 << 20], proto="LL64")
-    with pytest.raises(SimError, match="NCCL_ALGO"):
-        tuning.parse_nccl_list("nvls", "algo")
-    assert tuning.parse_nccl_list("^tree", "algo") == ("ring", "direct")
+    with pytest.raises(SimError, match="NCCL_ALGO 'nvlink'.*NVLSTree"):
+        tuning.parse_nccl_list("nvlink", "algo")
+    assert tuning.parse_nccl_list("^tree", "algo") == ("ring", "nvls", "nvls_tree", "pat", "collnet_direct",
+                                                      "collnet_chain", "direct")
 
 
 def test_hardware_presets_and_errors():
@@ -208,3 +209,15 @@ def test_broadcast_chain_is_chunked_as_nccl():
     assert chunks > 4
     filled = tuning.ideal_time_s("Broadcast", size, n, bw, chunks=chunks)
     assert tuning.ideal_time_s("Broadcast", size, n, bw) < t_s <= filled * 1.02 + 0.5e-3
+
+
+def test_cli_bench_documents_and_checks_nccls_algorithms(tmp_path):
+    env_py = [sys.executable, "-m", "sim", "bench"]
+    out = subprocess.run(env_py + ["--help"], capture_output=True, text=True, cwd=ROOT)
+    assert out.returncode == 0
+    for name in ("Ring", "Tree", "NVLS", "NVLSTree", "PAT", "CollNetDirect", "CollNetChain"):
+        assert name in out.stdout
+    bad = subprocess.run(env_py + ["all_reduce", "--topo", "rail_optimized", "--algo", "NVLSX", "-o",
+                                   str(tmp_path / "x")], capture_output=True, text=True, cwd=ROOT)
+    assert bad.returncode == 2 and bad.stderr.startswith("simrun: error: NCCL_ALGO 'NVLSX'")
+    assert "Traceback" not in bad.stderr

@@ -13,7 +13,7 @@ from sim.planning.tuning import CostModel
 
 
 @pytest.mark.parametrize(("field", "value", "match"), [
-    ("algo", "nvls", "algo='nvls'"), ("proto", "LL64", "proto='LL64'"), ("nchannels", 0, "nchannels=0"),
+    ("algo", "sharp", "algo='sharp'"), ("proto", "LL64", "proto='LL64'"), ("nchannels", 0, "nchannels=0"),
     ("max_chunks", -1, "max_chunks=-1"), ("max_transfers", 0, "max_transfers=0"),
     ("max_pipeline_transfers", 1.5, "max_pipeline_transfers=1.5"), ("chunk_bytes", 0, "chunk_bytes=0"),
     ("model", "h100", "CostModel"),

@@ -200,12 +200,14 @@ def test_closed_forms_by_hand():
 
 
 @given(st.sampled_from(["AllReduce", "AllGather", "ReduceScatter", "Broadcast"]),
-       st.integers(2, 64), st.integers(1, 8))
-def test_auto_is_the_fastest_prediction(op, n, nodes_exp):
+       st.integers(2, 64), st.integers(1, 8), st.booleans())
+def test_auto_is_the_fastest_prediction(op, n, nodes_exp, nvls):
     nodes = min(n, nodes_exp)
+    model = tuning.CostModel(nvls=nvls)
     for size in (64, 1 << 16, 1 << 24):
-        algo, proto = tuning.choose_algorithm(op, size, n, nodes)
-        best = tuning.predict_time_s(op, size, n, nodes, algo, proto)
-        for a in tuning.supported_algos(op):
+        algo, proto = tuning.choose_algorithm(op, size, n, nodes, model=model)
+        best = tuning.predict_time_s(op, size, n, nodes, algo, proto, model)
+        assert algo in tuning.enabled_algos(op, n, nodes, model)
+        for a in tuning.enabled_algos(op, n, nodes, model):
             for p in tuning.PROTOS:
-                assert best <= tuning.predict_time_s(op, size, n, nodes, a, p)
+                assert best <= tuning.predict_time_s(op, size, n, nodes, a, p, model)
