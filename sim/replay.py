@@ -75,6 +75,23 @@ def run_reference(workload: Workload, ideal_s: np.ndarray, timing: str) -> Ideal
                     makespan_s=makespan, ideal_s=np.asarray(ideal_s, np.float64))
 
 
+def _with_time(callback):
+    """``callback(fraction, t_s)`` when the user's progress callable takes two arguments, else
+    ``callback(fraction)`` (the documented form); None stays None."""
+    import inspect
+
+    if callback is None:
+        return None
+    try:
+        params = inspect.signature(callback).parameters.values()
+    except (TypeError, ValueError):   # a builtin without a signature: the documented one-argument form
+        return lambda fraction, t_s: callback(fraction)
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if any(p.kind == p.VAR_POSITIONAL for p in params) or len(positional) >= 2:
+        return callback
+    return lambda fraction, t_s: callback(fraction)
+
+
 def simulate(trace_df: pd.DataFrame, topology, algo: str = "auto", routing: str = "ecmp", seed: int = 0,
              *, options: SimOptions | None = None, **kwargs: Any):
     """Replay a trace over a topology (SPEC §9).
@@ -96,7 +113,8 @@ def simulate(trace_df: pd.DataFrame, topology, algo: str = "auto", routing: str 
     **kwargs
         The compatibility form: the fields of :class:`sim.options.SimOptions` as keywords (``timing``,
         ``completion_quantile`` or ``quantile``, ``bin_s``, ``channels``, ``memoize``, ``ideal``,
-        ``fail_links``, ``degrade_links``, ``stragglers``, ``progress``, ``trace_name``,
+        ``fail_links``, ``degrade_links``, ``stragglers``, ``progress`` (``progress(fraction)``, or
+        ``progress(fraction, t_s)`` with the simulated time reached), ``trace_name``,
         ``topology_params``, ``processes`` (simpy processes ``fn(env, net)`` started with the replay, see
         ``docs/simulator.md``; they switch memoisation off)), converted to one ``SimOptions``. ``fail_links`` and
         ``degrade_links`` items may carry a time window (``N@T1-T2``, ``N@T1-T2/PERIOD``,
@@ -152,14 +170,17 @@ def simulate(trace_df: pd.DataFrame, topology, algo: str = "auto", routing: str 
         rec = labels.iloc[op]
         return f"{rec['op']} on comm {rec['comm']!r} seq {rec['seq']}"
 
-    user_progress = opts.progress
+    user_progress = _with_time(opts.progress)
     total = max(1, len(ops.frame))
-    state = {"done": 0}
+    state = {"done": 0, "wall": 0.0}
 
-    def progress(k: int) -> None:
+    def progress(k: int, t_s: float) -> None:
         state["done"] += k
-        if user_progress is not None and (state["done"] % 64 == 0 or state["done"] == total):
-            user_progress(state["done"] / total)
+        now = time.perf_counter()
+        # every op's end is cheap to count; the caller hears of it at most 20 times a second
+        if user_progress is not None and (now - state["wall"] >= 0.05 or state["done"] == total):
+            state["wall"] = now
+            user_progress(state["done"] / total, t_s)
 
     router = Router(damaged, routing=routing, seed=seed)
     # time-varying anomalies and user processes change capacities in time: records made at nominal
@@ -185,7 +206,7 @@ def simulate(trace_df: pd.DataFrame, topology, algo: str = "auto", routing: str 
     if deadlock is not None:
         raise deadlock
     if user_progress is not None:
-        user_progress(1.0)
+        user_progress(1.0, log.makespan_s)
     trace_name = opts.trace_name or meta.get("name") or meta.get("source") or "trace"
     return build_result(ops=ops, log=log, ideal=ideal_log, router=router, graph=damaged, damage=damage,
                         trace_name=str(trace_name), world_size=world, timing=timing, algo=algo,
