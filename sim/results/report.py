@@ -184,7 +184,7 @@ def write_report(result, out_dir: str | Path) -> Path:
     if not len(net):
         parts.append("<p>No traffic crossed a network link: everything stayed on NVLink, so the fabric cannot "
                      "slow this trace. The link figures below show the NVLink ports instead.</p>")
-    for draw, title in ((report_plots.hot_links, "Hot links"),
+    for draw, title in ((report_plots.hot_links, "Time above 90 % per link"),
                         (report_plots.top_link_series, "Top links over time"),
                         (report_plots.link_heatmap, "Utilisation heatmap")):
         fig = draw(result, out)
