@@ -13,6 +13,7 @@ import sim
 import topologies
 from sim.results import timeline
 
+
 @pytest.fixture(scope="module")
 def result(small_step_trace):
     graph = topologies.build("leaf_spine", num_gpus=16, gpus_per_server=1, gpus_per_leaf=4, oversubscription=2)
@@ -222,7 +223,7 @@ def _grouped_trace():
     from traces.schema import new_metadata, validate
 
     rows = []
-    for k, (comm, size) in enumerate((("a", 8 << 20), ("b", 1 << 20))):
+    for comm, size in (("a", 8 << 20), ("b", 1 << 20)):
         for r in range(4):
             rows.append(dict(rank=r, comm=comm, seq=0, op="AllReduce", count=size, dtype="uint8", bytes=size,
                              root=-1, nranks=4, t_start_s=0.0, duration_s=np.nan, host="", device=-1, context="",
