@@ -275,3 +275,14 @@ def test_the_validator_rejects_what_a_loader_would_drop(result, breakage):
 def test_the_written_file_is_strict_json(result, tmp_path):
     text = timeline.write_timeline(result, tmp_path / "t.json").read_text()
     json.loads(text, parse_constant=lambda c: (_ for _ in ()).throw(ValueError(c)))   # no NaN / Infinity
+
+
+@pytest.mark.slow
+def test_the_main_jobs_timeline_passes_the_validator(tmp_path):
+    """The built-in main job (sampled flows, hot-link counters, 32 ranks) against every rule above."""
+    from traces import read_trace
+
+    res = sim.simulate(read_trace("ds_v3.parquet"), "fat_tree", completion_quantile=0.01)
+    doc = json.loads(timeline.write_timeline(res, tmp_path / "t.json").read_text())
+    by_ph = validate_trace_events(doc)
+    assert len(by_ph["X"]) > 0 and len(by_ph["b"]) == doc["otherData"]["flows_written"] > 0 and by_ph["C"]
