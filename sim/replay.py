@@ -4,9 +4,10 @@ The trace becomes a :class:`sim.engine.workload.Workload` (rank programs over op
 ``(comm, seq)`` collective, one per matched Send/Recv pair); each op's transfers come from
 :func:`sim.planning.collectives.plan_collective` and their routes from :class:`topologies.routing.Router`
 (:mod:`sim.prepare`); the :class:`sim.engine.engine.Engine` runs them over a
-:class:`sim.network.flow_network.FlowNetwork`. The same workload is run a
-second time over :func:`topologies.nonblocking` of the graph (the ideal reference: same access links, one
-non-blocking crossbar) for ``ideal_makespan_s`` and each collective's ``ideal_s``.
+:class:`sim.network.flow_network.FlowNetwork`. Each collective's ``ideal_s`` is the lower bound of its plan
+on the reference fabric (:mod:`sim.reference`: the same servers, NICs pooled per server over NVLink, a
+non-blocking core), and ``ideal_makespan_s`` the rank programs run with those durations: a proven lower
+bound on every fabric, routing and anomaly (docs/report.md).
 """
 
 from __future__ import annotations
@@ -15,37 +16,80 @@ import time
 from dataclasses import replace
 from typing import Any
 
-import networkx as nx
+import numpy as np
 import pandas as pd
 
 from sim.engine.workload import OpTable, Workload, build_ops, build_workload, ideal_gaps
+from sim.errors import SimError
 from sim.fabric import check_fit, load_topology
 from sim.options import OPTION_NAMES, SimOptions, check_bin_count, resolve_options
-from sim.prepare import Preparer, nvlink_records, op_keys, plan_op, plan_p2p, run_engine
-from sim.setup import setup_replay
+from sim.prepare import Preparer, op_keys, plan_op, plan_p2p, run_engine
+from sim.reference import IdealLog
+from sim.setup import ReplaySetup, setup_replay
 
 __all__ = ["OPTIONS", "OpTable", "Preparer", "Workload", "build_ops", "build_workload", "check_fit",
-           "load_topology", "nvlink_records", "op_keys", "plan_op", "plan_p2p", "resolve_options", "run_engine",
-           "run_ideal", "simulate"]
+           "load_topology", "op_keys", "plan_op", "plan_p2p", "reference_durations", "resolve_options",
+           "run_engine", "run_reference", "simulate"]
 
 #: Keyword options of :func:`simulate` besides its named parameters (the fields of :class:`SimOptions`).
 OPTIONS = tuple(name for name in OPTION_NAMES if name not in ("algo", "routing", "seed"))
 
 
-def run_ideal(graph: nx.Graph, preparer: Preparer, opts: SimOptions, workload: Workload, *, timing: str,
-              progress=None, label=None, memo: dict | None = None):
-    """The replay over :func:`topologies.nonblocking` of ``graph`` (the ideal reference), sharing the
-    plans of ``preparer`` (they depend on servers and per-GPU link rates, which the ideal fabric keeps)."""
-    import topologies
-    from topologies.routing import Router
+def reference_durations(setup: ReplaySetup, preparer: Preparer) -> np.ndarray:
+    """``ideal_s`` of every op: its plan's lower bound on the reference fabric of ``setup.graph`` (as built,
+    before anomalies), one bound per op identity.
 
-    ideal_graph = topologies.nonblocking(graph)
-    irouter = Router(ideal_graph, routing=opts.routing, seed=opts.seed)
-    iprep = Preparer(preparer.ops, irouter, opts.algo, ideal_graph, preparer.meta, opts.plan_options(),
-                     plans=preparer.plans)
-    return run_engine(workload, iprep, irouter, timing=timing, completion_quantile=opts.completion_quantile,
-                      bin_s=None, memoize=opts.memoize, progress=progress, label=label, link_stats=False,
-                      memo=memo)
+    Returns
+    -------
+    ndarray of float64
+        One value per op instance, seconds.
+    """
+    from sim.reference import ReferenceModel, plan_bound_s
+    from topologies.builders.ideal import reference_ports
+
+    model = ReferenceModel(reference_ports(setup.graph, preparer.router.num_gpus))
+    out = np.zeros(len(preparer.keys))
+    done: dict = {}
+    for op, key in enumerate(preparer.keys):
+        if key not in done:
+            preparer(op)   # plans (and routes) the op once; the replay reuses both
+            done[key] = plan_bound_s(preparer.plans[key], model)
+        out[op] = done[key]
+    return out
+
+
+def run_reference(workload: Workload, ideal_s: np.ndarray, timing: str) -> IdealLog:
+    """The rank programs with every op lasting its ``ideal_s`` (:func:`sim.analytical.tier.schedule`).
+
+    Raises
+    ------
+    SimError
+        When the programs deadlock.
+    """
+    from sim.analytical.tier import schedule
+    from sim.reference import issue_times
+
+    start, end = schedule(workload, ideal_s, timing)
+    makespan = float(np.nanmax(end)) if len(end) and not np.all(np.isnan(end)) else 0.0
+    return IdealLog(op_start_s=start, op_end_s=end, step_issue_s=issue_times(workload, end, timing),
+                    makespan_s=makespan, ideal_s=np.asarray(ideal_s, np.float64))
+
+
+def _with_time(callback):
+    """``callback(fraction, t_s)`` when the user's progress callable takes two arguments, else
+    ``callback(fraction)`` (the documented form); None stays None."""
+    import inspect
+
+    if callback is None:
+        return None
+    try:
+        params = inspect.signature(callback).parameters.values()
+    except (TypeError, ValueError):   # a builtin without a signature: the documented one-argument form
+        return lambda fraction, t_s: callback(fraction)
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if any(p.kind == p.VAR_POSITIONAL for p in params) or len(positional) >= 2:
+        return callback
+    return lambda fraction, t_s: callback(fraction)
 
 
 def simulate(trace_df: pd.DataFrame, topology, algo: str = "auto", routing: str = "ecmp", seed: int = 0,
@@ -69,7 +113,8 @@ def simulate(trace_df: pd.DataFrame, topology, algo: str = "auto", routing: str 
     **kwargs
         The compatibility form: the fields of :class:`sim.options.SimOptions` as keywords (``timing``,
         ``completion_quantile`` or ``quantile``, ``bin_s``, ``channels``, ``memoize``, ``ideal``,
-        ``fail_links``, ``degrade_links``, ``stragglers``, ``progress``, ``trace_name``,
+        ``fail_links``, ``degrade_links``, ``stragglers``, ``progress`` (``progress(fraction)``, or
+        ``progress(fraction, t_s)`` with the simulated time reached), ``trace_name``,
         ``topology_params``, ``processes`` (simpy processes ``fn(env, net)`` started with the replay, see
         ``docs/simulator.md``; they switch memoisation off)), converted to one ``SimOptions``. ``fail_links`` and
         ``degrade_links`` items may carry a time window (``N@T1-T2``, ``N@T1-T2/PERIOD``,
@@ -111,7 +156,7 @@ def simulate(trace_df: pd.DataFrame, topology, algo: str = "auto", routing: str 
     wall0 = time.perf_counter()
     setup = setup_replay(trace_df, topology, opts)
     df, meta, world, timing = setup.df, setup.meta, setup.world, setup.timing
-    graph, damaged, damage = setup.graph, setup.damaged, setup.damage
+    damaged, damage = setup.damaged, setup.damage
     ops, workload = setup.ops, setup.workload
     quantile = opts.completion_quantile
     bin_s = opts.bin_s
@@ -125,37 +170,43 @@ def simulate(trace_df: pd.DataFrame, topology, algo: str = "auto", routing: str 
         rec = labels.iloc[op]
         return f"{rec['op']} on comm {rec['comm']!r} seq {rec['seq']}"
 
-    user_progress = opts.progress
-    runs = 2 if opts.ideal else 1
-    total = max(1, runs * len(ops.frame))
-    state = {"done": 0}
+    user_progress = _with_time(opts.progress)
+    total = max(1, len(ops.frame))
+    state = {"done": 0, "wall": 0.0}
 
-    def progress(k: int) -> None:
+    def progress(k: int, t_s: float) -> None:
         state["done"] += k
-        if user_progress is not None and (state["done"] % 64 == 0 or state["done"] == total):
-            user_progress(state["done"] / total)
+        now = time.perf_counter()
+        # every op's end is cheap to count; the caller hears of it at most 20 times a second
+        if user_progress is not None and (now - state["wall"] >= 0.05 or state["done"] == total):
+            state["wall"] = now
+            user_progress(state["done"] / total, t_s)
 
     router = Router(damaged, routing=routing, seed=seed)
     # time-varying anomalies and user processes change capacities in time: records made at nominal
-    # capacity would not replay exactly, so they switch memoisation off (the ideal run keeps it)
+    # capacity would not replay exactly, so they switch memoisation off
     processes = [*anomalies.window_processes(damage, router.links), *opts.processes]
     prep = Preparer(ops, router, algo, damaged, meta, plan_options)
-    records: dict = {}
-    ideal_log = None
-    if timing == "gaps" and opts.ideal and df["duration_s"].isna().any():
-        # no recorded ends: a step's compute gap is its issue time minus when the step before ends on the
-        # ideal fabric, so the ideal replay keeps the trace's timeline and a slower fabric pushes it back
-        ideal_log = run_ideal(graph, prep, opts, workload, timing="trace", progress=progress, label=label,
-                              memo={})
-        workload = replace(workload, step_gap_s=ideal_gaps(workload, ideal_log.op_end_s))
+    ideal_log, deadlock = None, None
+    if opts.ideal:
+        ideal_s = reference_durations(setup, prep)
+        try:
+            if timing == "gaps" and df["duration_s"].isna().any():
+                # no recorded ends: a step's compute gap is its issue time minus when the step before ends
+                # on the reference under recorded issue times, so the reference keeps the trace's timeline
+                # and a slower fabric pushes it back
+                traced = run_reference(workload, ideal_s, "trace")
+                workload = replace(workload, step_gap_s=ideal_gaps(workload, traced.op_end_s))
+            ideal_log = run_reference(workload, ideal_s, timing)
+        except SimError as exc:   # a deadlocked trace: the engine's own message says more
+            deadlock = exc
     log = run_engine(workload, prep, router, timing=timing, completion_quantile=quantile, bin_s=bin_s,
-                     memoize=memoize and not processes, progress=progress, label=label, memo=records,
+                     memoize=memoize and not processes, progress=progress, label=label, memo={},
                      processes=processes)
-    if opts.ideal and ideal_log is None:
-        ideal_log = run_ideal(graph, prep, opts, workload, timing=timing, progress=progress, label=label,
-                              memo=nvlink_records(records, prep, router))
+    if deadlock is not None:
+        raise deadlock
     if user_progress is not None:
-        user_progress(1.0)
+        user_progress(1.0, log.makespan_s)
     trace_name = opts.trace_name or meta.get("name") or meta.get("source") or "trace"
     return build_result(ops=ops, log=log, ideal=ideal_log, router=router, graph=damaged, damage=damage,
                         trace_name=str(trace_name), world_size=world, timing=timing, algo=algo,

@@ -4,7 +4,7 @@ Each op instance of the trace is planned exactly as the flow tier plans it
 (:func:`sim.planning.collectives.plan_collective`), its transfers are routed over the same fabric with the
 same ECMP keys, and its time is the larger of the plan's critical path and its busiest link
 (:mod:`sim.analytical.bounds`). Ops with equal traffic (same comm, op, size, splits) are computed once.
-``ideal_s`` is the same bound on the per-port ideal (:mod:`sim.analytical.ports`), without routing.
+``ideal_s`` is the same bound on the reference fabric (:mod:`sim.reference`), without routing.
 Ops then run in the trace's rank programs (a rank issues in order; an op starts when every member has
 issued it), which gives start and end times and the makespan.
 
@@ -25,15 +25,15 @@ import pandas as pd
 
 from sim.analytical.bounds import op_time_s
 from sim.analytical.plans import plan_op
-from sim.analytical.ports import PortModel
 from sim.analytical.routes import PairRoutes
 from sim.errors import SimError
 from sim.prepare import flow_key_base
+from sim.reference import ReferenceModel
 
 __all__ = ["op_times", "schedule", "simulate_analytical"]
 
 
-def _bound(plan, comm: str, routes: PairRoutes | None, ports: PortModel | None):
+def _bound(plan, comm: str, routes: PairRoutes | None, ports: ReferenceModel | None):
     """(time, path, link, flows, link loads or None) of one plan on routed links or on ports."""
     src, dst = np.asarray(plan.src, np.int64), np.asarray(plan.dst, np.int64)
     nbytes = np.asarray(plan.bytes, np.float64)
@@ -71,7 +71,9 @@ def op_times(ops, keys: list, algo: str, graph, ideal_graph, router, meta: Mappi
         ``attrs["link_bytes"]``, the bytes each link carries over the whole trace.
     """
     routes = PairRoutes(router)
-    ports = PortModel(ideal_graph, router.num_gpus)
+    from topologies.builders.ideal import reference_ports
+
+    ports = ReferenceModel(reference_ports(ideal_graph, router.num_gpus))
     records = ops.frame.to_dict("records")
     cache: dict = {}
     out = np.zeros((len(records), 5))

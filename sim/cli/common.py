@@ -57,23 +57,39 @@ def show_progress() -> bool:
 
 
 @contextmanager
-def progress_bar(total: float | None, description: str, unit: str = ""):
+def progress_bar(total: float | None, description: str, unit: str = "", status: str | None = None,
+                 console=None):
     """A rich progress bar on a terminal, a no-op elsewhere.
 
-    With ``unit`` (``"collectives"``) the bar shows ``done/total unit``; else a percentage.
-    Yields a callable ``advance(amount=1.0)``.
+    With ``unit`` (``"collectives"``) the bar shows ``done/total unit``; else a percentage. With ``status``
+    (an initial text) a column after the count shows the ``status=`` text each call gives (e.g. the
+    simulated time reached). Yields a callable ``advance(amount=1.0, status=None)``. ``console``: a rich
+    console to draw on (default: stderr's, so that a bar never lands in redirected output).
     """
-    if not show_progress():
-        yield lambda amount=1.0: None
+    if console is None and not show_progress():
+        yield lambda amount=1.0, status=None: None
         return
+    from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
+    console = console if console is not None else Console(stderr=True)
     count = (TextColumn("{task.completed:>,.0f}/{task.total:,.0f} " + unit) if unit
              else TextColumn("{task.percentage:>5.1f}%"))
-    columns = (TextColumn("{task.description}"), BarColumn(), count, TimeElapsedColumn(), TimeRemainingColumn())
-    with Progress(*columns, transient=True) as progress:
-        task = progress.add_task(description, total=total)
-        yield lambda amount=1.0: progress.advance(task, amount)
+    columns = [TextColumn("{task.description}"), BarColumn(), count]
+    if status is not None:
+        columns.append(TextColumn("{task.fields[status]}"))
+    columns += [TimeElapsedColumn(), TimeRemainingColumn()]
+    # 10 refreshes a second: the bar moves smoothly however bursty the calls are
+    with Progress(*columns, transient=True, refresh_per_second=10, console=console) as progress:
+        task = progress.add_task(description, total=total, status=status or "")
+
+        def advance(amount: float = 1.0, status: str | None = None) -> None:
+            if status is None:
+                progress.advance(task, amount)
+            else:
+                progress.update(task, advance=amount, status=status)
+
+        yield advance
 
 
 def wide_console():

@@ -9,10 +9,11 @@ import click
 
 from sim.cli.common import parse_set_options, progress_bar, wide_console
 
-#: Summary figures printed in the terminal table (column, heading, scale), when the summary has them.
-SHOWN = (("makespan_s", "makespan ms", 1e3), ("ideal_makespan_s", "ideal ms", 1e3),
-         ("makespan_vs_ideal", "x ideal", 1.0), ("slowdown_p99", "slowdown p99", 1.0),
-         ("max_link_utilization", "max link util", 1.0))
+#: Summary figures printed in the terminal table (column, heading, scale, format), when the summary has them.
+SHOWN = (("makespan_s", "makespan ms", 1e3, ".3f"), ("ideal_makespan_s", "ideal ms", 1e3, ".3f"),
+         ("makespan_vs_ideal", "x ideal", 1.0, ".3f"), ("exposed_comm_s", "exposed comm ms", 1e3, ".3f"),
+         ("slowdown_p99", "slowdown p99", 1.0, ".3f"), ("incast_events", "incast events", 1.0, ",.0f"),
+         ("max_link_utilization", "max link util %", 100.0, ".1f"))
 
 
 def _csv(value: str, option: str) -> list[str]:
@@ -37,11 +38,12 @@ def parse_grid(values: tuple[str, ...]) -> dict[str, list]:
     return grid
 
 
-def _fmt(value, scale: float = 1.0) -> str:
+def _fmt(value, scale: float = 1.0, spec: str = "g") -> str:
+    """A table cell: numbers scaled and in a fixed format per column (so a column's values line up)."""
     if isinstance(value, int | float) and not isinstance(value, bool):
         value = float(value) * scale
-        return "n/a" if not math.isfinite(value) else f"{value:.4g}"
-    return str(value)
+        return "n/a" if not math.isfinite(value) else format(value, spec)
+    return "n/a" if value is None else str(value)
 
 
 def _print_table(table, points) -> None:
@@ -50,25 +52,45 @@ def _print_table(table, points) -> None:
     from sim.sweep import varying_columns
 
     params = ["topo", *varying_columns(table)]
-    shown = [(c, head, scale) for c, head, scale in SHOWN if c in table.columns]
+    shown = [col for col in SHOWN if col[0] in table.columns]
     out = Table(title=f"sweep: {len(points)} point(s)")
     for name in params:
         out.add_column(name, no_wrap=True)
-    for _, head, _ in shown:
+    for _, head, _, _ in shown:
         out.add_column(head, justify="right")
     for row in table.to_dict("records"):
-        out.add_row(*(_fmt(row[c]) for c in params), *(_fmt(row[c], scale) for c, _, scale in shown))
+        out.add_row(*(_fmt(row[c]) for c in params), *(_fmt(row[c], scale, spec) for c, _, scale, spec in shown))
     console = wide_console()
     console.print(out)
     for line in verdict_lines(table, points):
         console.print(line, highlight=False)
 
 
+def point_labels(table) -> list[str]:
+    """Each point named by its topology and the parameters that vary across the sweep (what tells it apart).
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> t = pd.DataFrame({"point": [0, 1], "topo": ["fat_tree", "fat_tree"], "k": [4, 6], "gpus_per_server": [1, 1],
+    ...                   "algo": ["auto", "auto"], "routing": ["ecmp", "ecmp"], "seed": [0, 0]})
+    >>> point_labels(t)
+    ['fat_tree k=4', 'fat_tree k=6']
+    """
+    from sim.sweep import varying_columns
+
+    vary = varying_columns(table)
+    return [" ".join([str(row["topo"]), *(f"{c}={_fmt(row[c])}" for c in vary)]) for row in table.to_dict("records")]
+
+
 def verdict_lines(table, points) -> list[str]:
     """The ranking of :mod:`sim.results.verdict` per question, over the points' labels (ties called ties)."""
     from sim.results.verdict import verdicts
 
-    rows = [dict(row, label=p.label()) for row, p in zip(table.to_dict("records"), points, strict=True)]
+    labels = point_labels(table)
+    if len(set(labels)) < len(labels):   # the same point twice: only the full labels tell them apart
+        labels = [p.label() for p in points]
+    rows = [dict(row, label=name) for row, name in zip(table.to_dict("records"), labels, strict=True)]
     return [text for _, _, text in verdicts(rows, label="label")]
 
 
@@ -118,4 +140,4 @@ def command(trace: str, topos: str, sets: tuple[str, ...], algos: str, routings:
     click.echo(f"wrote {folder}/sweep.parquet and sweep.png")
 
 
-__all__ = ["SHOWN", "command", "parse_grid"]
+__all__ = ["SHOWN", "command", "parse_grid", "point_labels", "verdict_lines"]

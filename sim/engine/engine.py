@@ -104,7 +104,8 @@ class Engine:
     link_stats : bool
         Keep per-link statistics (off for the ideal reference, which only needs op times).
     progress : callable, optional
-        Called with the number of ops finished since the last call.
+        ``progress(ops, t_s)``: called with the number of ops finished since the last call and the
+        simulated time reached (seconds).
     label : callable, optional
         ``label(op) -> str``, a short name of an op for messages.
     processes : sequence of callables, optional
@@ -115,7 +116,7 @@ class Engine:
 
     def __init__(self, workload: Workload, ops: Sequence[PreparedOp], network, *, timing: str = "asap",
                  bin_s: float | None = None, memoize: bool = True, memo: dict | None = None,
-                 link_stats: bool = True, progress: Callable[[int], None] | None = None,
+                 link_stats: bool = True, progress: Callable[[int, float], None] | None = None,
                  label: Callable[[int], str] | None = None, processes: Sequence[Callable] = (),
                  link_names=None) -> None:
         if timing not in ("gaps", "trace", "asap"):
@@ -210,7 +211,7 @@ class Engine:
         self.runner.runs.pop(op, None)
         self.ops_done += 1
         if self.progress is not None:
-            self.progress(1)
+            self.progress(1, t)
         fl = self.inflight.pop(op, None)
         if fl is not None:
             self.link_users[fl.footprint] -= 1

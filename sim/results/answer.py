@@ -13,7 +13,7 @@ Definitions (all computed from the engine log; docs/report.md explains them with
   durations on this path (``exposed_comm_s``) and the rest (``compute_on_path_s``: compute gaps,
   straggler delays, recorded floors and the first issue time).
 * ``fabric_delay_s``: the sum over collectives of ``duration_s - ideal_s`` (``ideal_s`` on the
-  non-blocking reference); ``fabric_delay_share`` divides it by the makespan (collectives overlap, so the
+  reference, a lower bound: :mod:`sim.reference`); ``fabric_delay_share`` divides it by the makespan (collectives overlap, so the
   share can exceed 1).
 """
 

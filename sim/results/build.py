@@ -7,6 +7,7 @@ import time
 import networkx as nx
 
 from sim.engine.engine import EngineLog
+from sim.reference import IdealLog
 from sim.results import metrics
 from sim.results.answer import answer_figures
 from sim.results.incast import incast_events
@@ -15,7 +16,7 @@ from sim.results.result import Result
 __all__ = ["build_result"]
 
 
-def build_result(*, ops, log: EngineLog, ideal: EngineLog | None, router, graph: nx.Graph, damage,
+def build_result(*, ops, log: EngineLog, ideal: IdealLog | None, router, graph: nx.Graph, damage,
                  trace_name: str, world_size: int, timing: str, algo: str, routing: str, seed: int,
                  wall0: float, completion_quantile: float = 0.0, roles: dict | None = None) -> Result:
     """Assemble the tables and the summary of a replay (used by :func:`sim.simulate`).
@@ -24,7 +25,7 @@ def build_result(*, ops, log: EngineLog, ideal: EngineLog | None, router, graph:
     ----------
     ops : sim.engine.workload.OpTable
     log, ideal : EngineLog
-        The replay and its non-blocking reference (None: not run).
+        The replay and its reference (:class:`sim.reference.IdealLog`; None: not computed).
     router : topologies.routing.Router
         Its link table names the links.
     graph : networkx.Graph

@@ -14,7 +14,7 @@ __all__ = ["FIGURES", "write_compare_page"]
 
 #: Rows of the per-fabric table: column, heading, formatter.
 FIGURES = (
-    ("makespan_s", "makespan", ms), ("ideal_makespan_s", "ideal makespan (non-blocking fabric)", ms),
+    ("makespan_s", "makespan", ms), ("ideal_makespan_s", "ideal makespan (the reference, a lower bound)", ms),
     ("exposed_comm_s", "exposed communication (critical path)", ms),
     ("exposed_comm_share", "exposed communication, share of makespan", pct),
     ("comm_time_s", "time in collectives per rank", ms),
@@ -93,10 +93,9 @@ def write_compare_page(table: pd.DataFrame, out_dir: str | Path, trace_name: str
     for col in sorted(c for c in table.columns if c.startswith("optics_") or c.startswith("switches_")):
         cost_rows.append([col.replace("_", " "), *(count(0 if none(r.get(col)) else r[col]) for r in rows)])
     faster = [n for r, n in zip(rows, names, strict=True) if (r.get("fabric_delay_s") or 0) < 0]
-    caveat = (f"<p class='note'>{esc(', '.join(faster))}: negative fabric delay, i.e. faster than the non-blocking "
-              "reference. The reference keeps each GPU's own link to the fabric; a fabric that forwards a GPU's "
-              "traffic over NVLink to other GPUs' NICs (PXN on rail fabrics) can beat it on all-to-all traffic.</p>"
-              if faster else "")
+    # the reference is a lower bound (sim.reference): a negative delay is float rounding or a bug
+    caveat = (f"<p class='note'>{esc(', '.join(faster))}: negative fabric delay, below the reference, which "
+              "bounds every fabric from below: report it as a bug.</p>" if faster else "")
     plot = _aligned_plot(table, out)
     links = " · ".join(f"<a href='{esc(n)}/report.html'>{esc(n)}</a>" for n in names)
     img = (f"<h2>Utilisation over time</h2><p>Each row is one fabric, on the same simulated-time axis: red is the "

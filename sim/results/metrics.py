@@ -40,7 +40,12 @@ def collectives_table(ops, log, ideal_log) -> pd.DataFrame:
     f = ops.frame
     start, end = log.op_start_s, log.op_end_s
     duration = end - start
-    ideal = (ideal_log.op_end_s - ideal_log.op_start_s) if ideal_log is not None else np.full(len(f), np.nan)
+    if ideal_log is None:
+        ideal = np.full(len(f), np.nan)
+    elif getattr(ideal_log, "ideal_s", None) is not None:   # the reference's bound itself (sim.reference)
+        ideal = np.asarray(ideal_log.ideal_s, np.float64)
+    else:
+        ideal = ideal_log.op_end_s - ideal_log.op_start_s
     nbytes = size_bytes(f["op"].to_numpy(), f["rank_bytes"].to_numpy(), f["nranks"].to_numpy(), ops.splits)
     with np.errstate(divide="ignore", invalid="ignore"):
         slowdown = np.where(ideal > 0, duration / ideal, np.where(np.isnan(ideal), np.nan,

@@ -1,12 +1,15 @@
 """``timeline.json``: the replay as a Trace Event Format file that opens whole in Perfetto / chrome://tracing.
 
-Layout (timestamps in µs, ``displayTimeUnit`` ms):
+Layout (timestamps in µs with at most three decimals, i.e. whole nanoseconds, the resolution Perfetto keeps,
+so tracks are laid out on the times it will see; ``displayTimeUnit`` ms):
 
 * process 1 "collectives": one thread track per rank; each collective is a complete event (``X``) on the
   track of every member. Ops of one group that overlap without nesting go to a second track of the rank
-  ("rank r (overlap 2)") so no complete events overlap on a track (Perfetto would drop them).
+  ("rank r (overlap 2)") so no complete events overlap on a track (Perfetto would drop them, or in recent
+  versions move them to an overflow track and flag an import error).
 * process 2 "flows": every network flow as an async slice (``b`` / ``e``) named after its source GPU;
-  flows that overlap get distinct ids, so Perfetto stacks them instead of dropping them.
+  flows that overlap, or touch, get distinct ids (one id per lane), so every id's slices follow one another
+  strictly and Perfetto stacks the lanes instead of dropping or mis-pairing slices.
 * flow arrows (``bind_id`` with ``flow_out`` on the collective, ``flow_in`` on each of its flows) from a
   collective on the sender's rank track to every flow that rank sends for it.
 * process 3 "hot links": a counter track per hottest link (utilisation % of line rate per time bin).
@@ -24,7 +27,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-__all__ = ["COUNTER_LINKS", "MAX_TIMELINE_FLOWS", "flow_stride", "lanes", "timeline_events", "write_timeline"]
+__all__ = ["COUNTER_LINKS", "MAX_TIMELINE_FLOWS", "flow_stride", "lanes", "ns", "timeline_events", "write_timeline"]
 
 #: Most flows written; beyond it a regular sample (stride) is written and the file says so.
 MAX_TIMELINE_FLOWS = 60_000
@@ -45,20 +48,26 @@ def flow_stride(n_flows: int, limit: int | None = None) -> int:
     return max(1, math.ceil(n_flows / max(limit, 1)))
 
 
-def lanes(start: np.ndarray, end: np.ndarray) -> np.ndarray:
+def lanes(start: np.ndarray, end: np.ndarray, touch: bool = True) -> np.ndarray:
     """Greedy lane of each interval, so intervals of one lane never overlap (processed in start order).
+
+    ``touch``: an interval may start on a lane at the instant the previous one ends (complete events); with
+    ``touch=False`` it must start strictly later (async slices: an end and a begin at one timestamp on one id
+    would depend on the loader's order for equal timestamps).
 
     Examples
     --------
     >>> lanes(np.array([0.0, 1.0, 2.0, 5.0]), np.array([3.0, 2.0, 4.0, 6.0])).tolist()
     [0, 1, 1, 0]
+    >>> lanes(np.array([0.0, 2.0]), np.array([2.0, 3.0]), touch=False).tolist()
+    [0, 1]
     """
     order = np.argsort(start, kind="stable")
     free_at: list[float] = []
     out = np.zeros(len(start), dtype=np.int64)
     for i in order.tolist():
         for lane, t in enumerate(free_at):
-            if t <= start[i]:
+            if t < start[i] or (touch and t == start[i]):
                 free_at[lane] = end[i]
                 out[i] = lane
                 break
@@ -68,8 +77,21 @@ def lanes(start: np.ndarray, end: np.ndarray) -> np.ndarray:
     return out
 
 
-def _us(t_s: float) -> float:
-    return round(float(t_s) * 1e6, 3)
+def ns(t_s) -> np.ndarray:
+    """Times in whole nanoseconds (int64): the resolution a loader keeps of ``ts`` in µs (Perfetto rounds
+    ``ts * 1000`` to an integer), so tracks are laid out on exactly the times it will see.
+
+    Examples
+    --------
+    >>> ns(np.array([1.0000004e-6, 2.5e-9])).tolist()
+    [1000, 2]
+    """
+    return np.rint(np.asarray(t_s, np.float64) * 1e9).astype(np.int64)
+
+
+def _us(t_ns: int) -> float:
+    """A whole-nanosecond time as µs with at most three decimals (exact back to the nanosecond)."""
+    return int(t_ns) / 1000
 
 
 def _collective_events(result, world: int) -> tuple[list[dict], dict[tuple[int, int], int]]:
@@ -83,9 +105,10 @@ def _collective_events(result, world: int) -> tuple[list[dict], dict[tuple[int, 
     step_rank = np.repeat(np.arange(len(w.prog_ptr) - 1), np.diff(w.prog_ptr))
     op_rank = pd.DataFrame({"op": w.step_op_idx,
                             "rank": np.repeat(step_rank, np.diff(w.step_op_ptr))}).drop_duplicates()
-    start, end = log.op_start_s, log.op_end_s
-    ok = np.isfinite(start[op_rank["op"].to_numpy()]) & np.isfinite(end[op_rank["op"].to_numpy()])
-    op_rank = op_rank[ok]
+    ok = np.isfinite(log.op_start_s) & np.isfinite(log.op_end_s)
+    op_rank = op_rank[ok[op_rank["op"].to_numpy()]]
+    start = ns(np.where(ok, log.op_start_s, 0.0))
+    end = np.maximum(ns(np.where(ok, log.op_end_s, 0.0)), start)
     names, comms, seqs = coll["op"].to_numpy(), coll["comm"].to_numpy(), coll["seq"].to_numpy()
     nbytes, algos, slow = coll["bytes"].to_numpy(), coll["algo"].to_numpy(), coll["slowdown"].to_numpy(np.float64)
     ideal = coll["ideal_s"].to_numpy(np.float64)
@@ -99,7 +122,7 @@ def _collective_events(result, world: int) -> tuple[list[dict], dict[tuple[int, 
             bind = op * world + int(rank) + 1
             binds[(op, int(rank))] = bind
             args = {"comm": str(comms[op]), "seq": int(seqs[op]), "bytes": int(nbytes[op]), "algo": str(algos[op])}
-            if math.isfinite(slow[op]):
+            if math.isfinite(slow[op]) and math.isfinite(ideal[op]):
                 args["slowdown"] = round(float(slow[op]), 6)
                 args["ideal_us"] = round(float(ideal[op]) * 1e6, 3)
             events.append({"ph": "X", "pid": _PID_COLL, "tid": tid, "name": str(names[op]), "cat": "collective",
@@ -122,15 +145,16 @@ def _flow_events(result, binds: dict, stride: int) -> tuple[list[dict], int]:
     idx = np.flatnonzero(ok)[::stride]
     src = first_src[plinks[a[idx]]]
     dst = last_dst[plinks[b[idx] - 1]]
-    t0, t1 = log.flow_start_s[idx], log.flow_end_s[idx]
+    t0 = ns(log.flow_start_s[idx])
+    t1 = np.maximum(ns(log.flow_end_s[idx]), t0)
     op_names = result.collectives["op"].to_numpy()
     events: list[dict] = []
     lane = np.zeros(len(idx), dtype=np.int64)
     for s in np.unique(src).tolist():
         m = np.flatnonzero(src == s)
-        lane[m] = lanes(t0[m], t1[m])
-    # plain Python values, converted once per column (a per-event numpy scalar round is ~10x slower)
-    ts0, ts1 = np.round(t0 * 1e6, 3).tolist(), np.round(t1 * 1e6, 3).tolist()
+        lane[m] = lanes(t0[m], t1[m], touch=False)
+    # plain Python values, converted once per column (a per-event numpy scalar conversion is ~10x slower)
+    ts0, ts1 = (t0 / 1000).tolist(), (t1 / 1000).tolist()
     ops = log.flow_op[idx].astype(np.int64).tolist()
     nbytes = np.rint(log.flow_bytes[idx]).astype(np.int64).tolist()
     srcs, dsts, lane_l = src.tolist(), dst.tolist(), lane.tolist()
@@ -162,12 +186,13 @@ def _counter_events(result) -> list[dict]:
     events = []
     for link in top:
         sub = ts[key == link].sort_values("t_s")
-        for t, u in zip(sub["t_s"].tolist(), sub["utilization"].tolist(), strict=True):
+        sub = sub[np.isfinite(sub["utilization"].to_numpy(np.float64))]   # JSON has no NaN
+        for t, u in zip(ns(sub["t_s"].to_numpy()).tolist(), sub["utilization"].tolist(), strict=True):
             events.append({"ph": "C", "pid": _PID_LINK, "name": f"util {link}", "ts": _us(t),
                            "args": {"percent": round(u * 100, 3)}})
         if len(sub):
-            events.append({"ph": "C", "pid": _PID_LINK, "name": f"util {link}", "ts": _us(sub["t_s"].max() + width),
-                           "args": {"percent": 0.0}})
+            events.append({"ph": "C", "pid": _PID_LINK, "name": f"util {link}",
+                           "ts": _us(int(ns(sub["t_s"].max() + width))), "args": {"percent": 0.0}})
     return events
 
 
@@ -192,5 +217,6 @@ def timeline_events(result) -> dict:
 def write_timeline(result, path: str | Path) -> Path:
     """Write ``timeline.json``; return its path."""
     out = Path(path)
-    out.write_text(json.dumps(timeline_events(result), separators=(",", ":")))
+    # allow_nan=False: NaN / Infinity are not JSON, and one would make a loader refuse the whole file
+    out.write_text(json.dumps(timeline_events(result), separators=(",", ":"), allow_nan=False))
     return out

@@ -80,3 +80,27 @@ def test_compare_on_dask_equals_serial(trace_path, tmp_path, capsys):
         assert code == 0, err
         frames.append(pd.read_parquet(tmp_path / mode / "compare.parquet").drop(columns="sim_wall_s"))
     pd.testing.assert_frame_equal(*frames)
+
+
+@pytest.mark.slow
+def test_a_headless_browser_renders_the_compare_page(trace_path, tmp_path, capsys):
+    import shutil
+    import subprocess
+
+    browser = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+    if browser is None:
+        pytest.skip("no Chromium on this machine (apt-get install chromium)")
+    out = tmp_path / "c"
+    code, _, err = _run(["compare", "--trace", str(trace_path), "--topo", "fat_tree,leaf_spine", "--serial",
+                         "--set", "gpus_per_server=1", "--no-report", "-o", str(out)], capsys)
+    assert code == 0, err
+    shot = tmp_path / "compare.png"
+    subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", f"--screenshot={shot}",
+                    "--window-size=1400,2400", (out / "compare.html").as_uri()], check=True, timeout=120,
+                   capture_output=True)
+    from PIL import Image
+
+    img = Image.open(shot).convert("L")
+    hist = img.histogram()
+    # rendered text, tables and the utilisation plot, not a blank page or a broken image
+    assert img.size == (1400, 2400) and sum(1 for h in hist if h) > 50 and sum(hist[:64]) > 2000
