@@ -50,12 +50,38 @@ def reference_durations(setup: ReplaySetup, preparer: Preparer) -> np.ndarray:
     model = ReferenceModel(reference_ports(setup.graph, preparer.router.num_gpus))
     out = np.zeros(len(preparer.keys))
     done: dict = {}
+    relays = _plans_relay(preparer)
     for op, key in enumerate(preparer.keys):
         if key not in done:
             preparer(op)   # plans (and routes) the op once; the replay reuses both
-            done[key] = plan_bound_s(preparer.plans[key], model)
+            plan = _plan_without_relays(preparer, op) if relays else preparer.plans[key]
+            done[key] = plan_bound_s(plan, model)
         out[op] = done[key]
     return out
+
+
+def _plans_relay(preparer: Preparer) -> bool:
+    """True when this fabric's plans carry PXN relays (rails that cannot reach each other, or ``pxn=True``).
+
+    The reference pools a server's NICs over NVLink already (it has PXN's freedom), so it bounds the plan
+    without relays: the same bound for every fabric built with the same servers, and no larger than the
+    relayed plan's (a relay only adds an NVLink leg before the network leg)."""
+    from sim.planning.pxn import network_rails
+
+    mode = preparer.plan_options.get("pxn")
+    if mode is False:
+        return False
+    return bool(mode) or len(set(network_rails(preparer.graph).values())) > 1
+
+
+def _plan_without_relays(preparer: Preparer, op: int):
+    from sim.prepare import plan_op, plan_p2p
+
+    rec = preparer.ops.frame.iloc[op]
+    options = {**preparer.plan_options, "pxn": False}
+    if rec["kind"] == "p2p":
+        return plan_p2p(rec, preparer.algo, preparer.graph, options)
+    return plan_op(rec, preparer.ops.splits[op], preparer.algo, preparer.graph, preparer.meta, options)
 
 
 def run_reference(workload: Workload, ideal_s: np.ndarray, timing: str) -> IdealLog:
