@@ -5,7 +5,8 @@ One vectorised method serves every graph (presets, YAML graphs, presets with fai
 1. **Inside an NVLink domain** (GPUs joined by NVSwitches) traffic takes NVLink: gpu -> nvswitch -> gpu.
 2. **Between domains** traffic takes a shortest path (in hops) through the network switches; GPUs and
    NVSwitches never forward network traffic. Distances to every *target* (the set of access switches of a
-   destination GPU) come from one breadth-first search per access switch (scipy), and each switch keeps,
+   destination GPU) come from one breadth-first search per access switch (numpy, level by level; no
+   scipy, whose import alone costs a fresh process about 0.3 s), and each switch keeps,
    per target, the list of its next hops that are one hop closer (a CSR table built with numpy). Flows then
    walk hop by hop, all at once as numpy arrays.
 3. **Relays over NVLink.** When the destination cannot be reached through the network from the source GPU
@@ -33,9 +34,6 @@ from functools import cached_property
 import networkx as nx
 import numpy as np
 import pandas as pd
-from scipy.sparse import csr_matrix
-from scipy.sparse.csgraph import shortest_path
-
 from topologies.errors import TopologyError
 from topologies.schema import NVLINK_NODE_KINDS, SWITCH_KINDS, gpu_name
 
@@ -275,9 +273,8 @@ class Router:
         dt = np.full((T + 1, S + 1), _INF, dtype=np.int32)
         if T and S:
             sources = np.unique(sets[sets < S])
-            adj = csr_matrix((np.ones(len(self._sl_src)), (self._sl_src, self._sl_dst)), shape=(S, S))
-            dist = shortest_path(adj, directed=True, unweighted=True, indices=sources)
-            dist = np.where(np.isfinite(dist), dist + 1, _INF).astype(np.int32)
+            dist = _bfs_hops(self._sl_src, self._sl_dst, S, sources)
+            dist = np.where(dist < _INF, dist + 1, _INF).astype(np.int32)
             row_of = np.full(S + 1, len(sources), dtype=np.int64)
             row_of[sources] = np.arange(len(sources))
             dist = np.vstack([dist, np.full((1, S), _INF, dtype=np.int32)])
@@ -547,6 +544,42 @@ class Router:
             out[mid, step] = lid
             x[mid] = self._sw_of[self._ldst[lid]]
         return out, count
+
+
+def _bfs_hops(edge_src: np.ndarray, edge_dst: np.ndarray, n: int, sources: np.ndarray) -> np.ndarray:
+    """Hops from each source to every node over directed edges (``edge_src`` sorted), ``_INF`` if unreachable.
+
+    A breadth-first search of all sources at once, a level at a time: the frontier's out-edges come from a
+    CSR of the edges, and a node joins the next level the first time one reaches it. Sources are taken in
+    blocks so the temporaries stay near 4 M entries.
+
+    Examples
+    --------
+    >>> _bfs_hops(np.array([0, 1, 2]), np.array([1, 2, 0]), 4, np.array([0, 2])).tolist()
+    [[0, 1, 2, 1048576], [1, 2, 0, 1048576]]
+    """
+    ptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(edge_src, minlength=n), out=ptr[1:])
+    deg = np.diff(ptr)
+    out = np.full((len(sources), n), _INF, dtype=np.int32)
+    block = max(1, (1 << 22) // max(len(edge_src), n, 1))
+    for lo in range(0, len(sources), block):
+        d = out[lo:lo + block]
+        rows = np.arange(len(d))
+        d[rows, sources[lo:lo + block]] = 0
+        flat = d.reshape(-1)
+        frontier = rows * n + sources[lo:lo + block]
+        level = 0
+        while len(frontier):
+            level += 1
+            row, node = np.divmod(frontier, n)
+            count = deg[node]
+            first = np.repeat(ptr[node] - np.cumsum(count) + count, count)
+            cand = np.repeat(row * n, count) + edge_dst[first + np.arange(count.sum())]
+            cand = cand[flat[cand] == _INF]
+            flat[cand] = level
+            frontier = np.flatnonzero(flat == level) if len(cand) else cand
+    return out
 
 
 def _search_segments(values: np.ndarray, start: np.ndarray, count: np.ndarray, query: np.ndarray) -> np.ndarray:
