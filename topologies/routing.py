@@ -107,10 +107,13 @@ class Routes:
 
 def _mix(x: np.ndarray) -> np.ndarray:
     """splitmix64 finaliser: a fast, well-spread 64-bit hash of uint64 arrays."""
-    x = x + _U64(0x9E3779B97F4A7C15)
-    x = (x ^ (x >> _U64(30))) * _U64(0xBF58476D1CE4E5B9)
-    x = (x ^ (x >> _U64(27))) * _U64(0x94D049BB133111EB)
-    return x ^ (x >> _U64(31))
+    x = x + _U64(0x9E3779B97F4A7C15)  # a new array; the rest in place (the same arithmetic, fewer temporaries)
+    x ^= x >> _U64(30)
+    x *= _U64(0xBF58476D1CE4E5B9)
+    x ^= x >> _U64(27)
+    x *= _U64(0x94D049BB133111EB)
+    x ^= x >> _U64(31)
+    return x
 
 
 class Router:
@@ -487,25 +490,29 @@ class Router:
             return self._spray(a, b, t, h, acc_d, best)
         ismin = acc_d == best[:, None]
         choice = _nth_true(ismin, (h % ismin.sum(axis=1).astype(_U64)).astype(np.int64))
-        x = self._acc_sw[a, choice]
-        first = self._acc_lid[a, choice]
         length = best.astype(np.int64) + 1
         out = np.full((len(a), int(length.max())), -1, dtype=np.int64)
-        out[:, 0] = first
-        for step in range(1, out.shape[1]):
-            act = np.nonzero(length > step)[0]
-            xs, ts = x[act], t[act]
-            last = self._dt[ts, xs] == 1
-            fin = act[last]
-            out[fin, step] = self._lookup(self._sw_node[xs[last]], self._gpu_node[b[fin]])
-            mid = act[~last]
-            key = ts[~last] * self._S + xs[~last]
-            with np.errstate(over="ignore"):
-                hop = _mix(h[mid] ^ (self._sw_node[xs[~last]].astype(_U64) * _U64(0xD6E8FEB86659FD93)))
-            j = (hop % self._nh_cnt[key].astype(_U64)).astype(np.int64)
-            lid = self._nh_lid[self._nh_ptr[key] + j]
-            out[mid, step] = lid
-            x[mid] = self._sw_of[self._ldst[lid]]
+        out[:, 0] = self._acc_lid[a, choice]
+        # Flows a length at a time: a hop of a shortest path is one step closer to the target, so a flow of
+        # length L is at its last switch after L - 1 hops, and a group walks without masks or gathers.
+        order = np.argsort(length, kind="stable")
+        cuts = np.flatnonzero(np.diff(length[order])) + 1
+        salt = self._sw_node.astype(_U64) * _U64(0xD6E8FEB86659FD93)
+        for sel in np.split(order, cuts):
+            steps = int(length[sel[0]])
+            x = self._acc_sw[a[sel], choice[sel]]
+            base = t[sel] * self._S
+            hs = h[sel]
+            for step in range(1, steps - 1):
+                key = base + x
+                with np.errstate(over="ignore"):
+                    hop = _mix(hs ^ salt[x])
+                j = (hop % self._nh_cnt[key].astype(_U64)).astype(np.int64)
+                lid = self._nh_lid[self._nh_ptr[key] + j]
+                out[sel, step] = lid
+                x = self._sw_of[self._ldst[lid]]
+            if steps > 1:
+                out[sel, steps - 1] = self._lookup(self._sw_node[x], self._gpu_node[b[sel]])
         return out, np.ones(len(a), dtype=np.int64)
 
     def _spray(self, a, b, t, h, acc_d, best) -> tuple[np.ndarray, np.ndarray]:
