@@ -377,14 +377,25 @@ class Router:
             net_rows, net_count = self._network(g[inter], hh[inter], h[inter])
             n_sub[inter] = net_count
             fraction_net = np.repeat(1.0 / net_count, net_count)
-        sub_ptr = np.concatenate([[0], np.cumsum(n_sub)])
-        flow_of = np.repeat(np.arange(f), n_sub)
-        is_net = np.repeat(~same, n_sub)
-        net = np.full((len(flow_of), net_rows.shape[1]), -1, dtype=np.int64)
-        net[is_net] = net_rows
-        fraction = np.ones(len(flow_of))
-        fraction[is_net] = fraction_net
-        full = np.concatenate([pre[flow_of], net, post[flow_of]], axis=1)
+        if self.routing != "spray" or not len(inter):  # one sub-flow per flow: no expansion
+            sub_ptr = np.arange(f + 1, dtype=np.int64)
+            fraction = np.ones(f)
+            if len(inter) == f:
+                net = net_rows
+            else:
+                net = np.full((f, net_rows.shape[1]), -1, dtype=np.int64)
+                net[inter] = net_rows
+            parts = [m for m in (pre, net, post) if m.shape[1]]
+        else:
+            sub_ptr = np.concatenate([[0], np.cumsum(n_sub)])
+            flow_of = np.repeat(np.arange(f), n_sub)
+            is_net = np.repeat(~same, n_sub)
+            net = np.full((len(flow_of), net_rows.shape[1]), -1, dtype=np.int64)
+            net[is_net] = net_rows
+            fraction = np.ones(len(flow_of))
+            fraction[is_net] = fraction_net
+            parts = [pre[flow_of], net, post[flow_of]]
+        full = np.concatenate(parts, axis=1) if len(parts) > 1 else (parts[0] if parts else np.zeros((f, 0), np.int64))
         present = full >= 0
         link_ptr = np.concatenate([[0], np.cumsum(present.sum(axis=1))])
         return Routes(sub_ptr=sub_ptr, fraction=fraction, link_ptr=link_ptr, link_idx=full[present])

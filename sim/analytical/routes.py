@@ -79,8 +79,9 @@ class PairRoutes:
         frac = np.asarray(routes.fraction, np.float64)
         n_sub = len(frac)
         per_sub = np.diff(link_ptr)
-        flow_of_sub = np.repeat(np.arange(len(pairs)), np.diff(sub_ptr))
-        per_row = np.bincount(flow_of_sub, weights=per_sub, minlength=len(pairs)).astype(np.int64)
+        flow_of_sub = None if n_sub == len(pairs) else np.repeat(np.arange(len(pairs)), np.diff(sub_ptr))
+        per_row = per_sub if n_sub == len(pairs) else \
+            np.bincount(flow_of_sub, weights=per_sub, minlength=len(pairs)).astype(np.int64)
         # sub-flows are in flow order, so a row's entries are contiguous; a fraction only where sprayed
         entry_frac = None if bool(np.all(frac == 1.0)) else np.repeat(frac, per_sub)
         starts = link_ptr[:-1]
@@ -90,9 +91,11 @@ class PairRoutes:
         if nonempty.any():
             cap_min[nonempty] = np.minimum.reduceat(self.capacity_bytes_per_s[link_idx], starts[nonempty])
             lat[nonempty] = np.add.reduceat(self.link_latency_s[link_idx], starts[nonempty])
-        # a sprayed flow sends fixed fractions in parallel: its bytes take at least the slowest fraction
-        spb = np.maximum.reduceat(frac / cap_min, sub_ptr[:-1])
-        lat_flow = np.minimum.reduceat(lat, sub_ptr[:-1])
+        if n_sub == len(pairs):  # one sub-flow per pair (ecmp, single)
+            spb, lat_flow = frac / cap_min, lat
+        else:  # a sprayed flow sends fixed fractions in parallel: its bytes take at least the slowest one
+            spb = np.maximum.reduceat(frac / cap_min, sub_ptr[:-1])
+            lat_flow = np.minimum.reduceat(lat, sub_ptr[:-1])
         base = table.rows_total
         table.rows_total += len(pairs)
         table.blocks.append((link_idx, entry_frac, per_row))
@@ -108,14 +111,20 @@ class PairRoutes:
         if table is None:
             table = self.tables[key] = _KeyTable()
         pairs = np.asarray(src, np.int64) * self.gpus + np.asarray(dst, np.int64)
-        pos = np.searchsorted(table.pair, pairs)
-        known = (pos < len(table.pair)) & (table.pair[np.minimum(pos, max(len(table.pair) - 1, 0))] == pairs) \
-            if len(table.pair) else np.zeros(len(pairs), dtype=bool)
+        if not len(table.pair):
+            # first use of the key: an all-to-all's pairs come sorted and distinct, so rows are their order
+            ascending = bool(np.all(pairs[1:] > pairs[:-1]))
+            new = pairs if ascending else np.unique(pairs)
+            self._route_new(table, new, key)
+            table.pair = new
+            table.row = np.concatenate(table.new_rows) if table.new_rows else np.zeros(0, np.int64)
+            table.new_pairs, table.new_rows = [], []
+            return table, (table.row if ascending else table.row[np.searchsorted(table.pair, pairs)])
+        pos = np.minimum(np.searchsorted(table.pair, pairs), len(table.pair) - 1)
+        known = table.pair[pos] == pairs
         if not known.all():
-            new = np.sort(pairs[~known])
-            new = new[np.r_[True, new[1:] != new[:-1]]]
-            for lo in range(0, len(new), self.batch_pairs):  # the router's temporaries grow with the batch
-                self._add(table, new[lo:lo + self.batch_pairs], key)
+            new = np.unique(pairs[~known])
+            self._route_new(table, new, key)
             pair = np.concatenate([table.pair, *table.new_pairs])
             row = np.concatenate([table.row, *table.new_rows])
             table.new_pairs, table.new_rows = [], []
@@ -123,6 +132,10 @@ class PairRoutes:
             table.pair, table.row = pair[order], row[order]
             pos = np.searchsorted(table.pair, pairs)
         return table, table.row[pos]
+
+    def _route_new(self, table: _KeyTable, new: np.ndarray, key: int) -> None:
+        for lo in range(0, len(new), self.batch_pairs):  # the router's temporaries grow with the batch
+            self._add(table, new[lo:lo + self.batch_pairs], key)
 
     def loads(self, src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray, key: int
               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
