@@ -237,6 +237,37 @@ def solver_crossover(repeats: int) -> None:
           f"(sim.network.maxmin uses {maxmin.NUMPY_PASS_S * 1e6:.0f} us and {maxmin.NUMPY_INCIDENCE_PASS_S * 1e9:.0f} ns)")
 
 
+def warm(repeats: int) -> None:
+    """Median CPU and wall time of a warm ``sim.simulate_flows`` call on the 64-GPU all-to-all (4,032 flows),
+    first on the solver a fresh process starts with (numpy), then with the compiled kernel loaded."""
+    import statistics
+
+    import numpy as np
+    import pandas as pd
+
+    import sim
+    import topologies
+    from sim.network import maxmin
+
+    n = 64
+    s, d = np.divmod(np.arange(n * n), n)
+    keep = s != d
+    df = pd.DataFrame({"src": s[keep], "dst": d[keep], "bytes": MIB, "start_s": 0.0})
+    graph = topologies.build("fat_tree", num_gpus=n, gpus_per_server=8)
+    for solver in ("numpy", "jit"):
+        maxmin.SOLVER = solver
+        sim.simulate_flows(graph, df)
+        wall, cpu = [], []
+        for _ in range(repeats):
+            t, c = time.perf_counter(), time.process_time()
+            sim.simulate_flows(graph, df)
+            wall.append(time.perf_counter() - t)
+            cpu.append(time.process_time() - c)
+        print(f"warm simulate_flows, 64-GPU all-to-all, {solver:>5} solver: median CPU {statistics.median(cpu):.4f} s, "
+              f"wall {statistics.median(wall):.4f} s ({repeats} calls)")
+    maxmin.SOLVER = "auto"
+
+
 def tail_exponent(g) -> float:
     """Exponent over the points from 256 GPUs up (fixed start-up costs dominate at 64), else all points."""
     big = g[g["gpus"] >= 256]
@@ -296,11 +327,15 @@ def main() -> None:
     ap.add_argument("--startup", nargs="?", const="", default=None, metavar="BASE_TREE",
                     help="time fresh simrun start-up (against another checkout BASE_TREE when given)")
     ap.add_argument("--solver-crossover", action="store_true", help="numba load cost vs the numpy solver")
+    ap.add_argument("--warm", action="store_true", help="warm simulate_flows calls on the 64-GPU all-to-all")
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
         print(json.dumps(child(json.loads(args.child))))
+        return
+    if args.warm:
+        warm(args.repeats)
         return
     if args.solver_crossover:
         solver_crossover(min(args.repeats, 5))
