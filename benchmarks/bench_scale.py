@@ -11,6 +11,7 @@ machine's memory. Peak RSS is the child's ``ru_maxrss`` (imports and trace readi
     python benchmarks/bench_scale.py --big                # also 1,024 and 4,096
     python benchmarks/bench_scale.py --profile decode:64:fat_tree:flow   # pyinstrument text profile
     python benchmarks/bench_scale.py --startup /path/to/other/checkout     # fresh start-up, A/B medians
+    python benchmarks/bench_scale.py --solver-crossover    # numba load cost vs the numpy max-min solver
 
 Writes ``docs/img/scale/bench_scale.csv`` and ``scale.png`` (wall time against flows, log-log, with the
 fitted exponent per workload and tier; CPU time, which the other jobs on shared cores disturb less than wall time) and prints the table. Traces are cached in ``--cache``.
@@ -160,8 +161,14 @@ def startup(base: Path | None, repeats: int) -> None:
     flows = tmp / "a2a64.csv"
     lines = ["src,dst,bytes,start_s"] + [f"{s},{d},{MIB},0.0" for s in range(64) for d in range(64) if s != d]
     flows.write_text("\n".join(lines) + "\n")
-    commands = {"simrun traces": ["traces"], "simrun --help": ["--help"],
-                "simrun flows (64-GPU all-to-all)": ["flows", str(flows), "--topo", "fat_tree", "--out", str(tmp / "o")]}
+    api = ("import numpy as np, pandas as pd, sim, topologies; n = 64; s, d = np.divmod(np.arange(n * n), n); "
+           "m = s != d; df = pd.DataFrame({'src': s[m], 'dst': d[m], 'bytes': 1 << 20, 'start_s': 0.0}); "
+           "sim.simulate_flows(topologies.build('fat_tree', num_gpus=n, gpus_per_server=8), df)")
+    commands = {"simrun traces": ["-m", "sim", "traces"], "simrun --help": ["-m", "sim", "--help"],
+                "simrun flows (64-GPU all-to-all)": ["-m", "sim", "flows", str(flows), "--topo", "fat_tree", "--out",
+                                                     str(tmp / "o")],
+                "python -c simulate_flows (64-GPU a2a)": ["-c", api],
+                "floor: import numpy, pandas, networkx": ["-c", "import numpy, pandas, networkx"]}
     trees = {"this tree": ROOT, **({"base": base} if base else {})}
     times: dict = {}
     for _ in range(repeats):
@@ -169,7 +176,7 @@ def startup(base: Path | None, repeats: int) -> None:
             for tree, root in trees.items():
                 env = {**os.environ, "PYTHONPATH": str(root)}
                 t0 = time.perf_counter()
-                proc = subprocess.Popen([sys.executable, "-m", "sim", *args], cwd=tmp, env=env,
+                proc = subprocess.Popen([sys.executable, *args], cwd=tmp, env=env,
                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                 _, code, usage = os.wait4(proc.pid, 0)
                 wall = time.perf_counter() - t0
@@ -177,8 +184,88 @@ def startup(base: Path | None, repeats: int) -> None:
                     raise SystemExit(f"{label} failed in {tree}")
                 times.setdefault((label, tree), []).append((wall, usage.ru_utime + usage.ru_stime))
     for (label, tree), v in times.items():
-        print(f"{label:<34} {tree:<10} median wall {statistics.median(w for w, _ in v):.3f} s  "
+        print(f"{label:<40} {tree:<10} median wall {statistics.median(w for w, _ in v):.3f} s  "
               f"CPU {statistics.median(c for _, c in v):.3f} s  ({len(v)} runs)")
+
+
+def solver_crossover(repeats: int) -> None:
+    """What the max-min solver choice (``sim.network.maxmin.use_compiled``) rests on, as medians: the CPU
+    cost of importing numba and loading the cached kernel in a fresh process, and the numpy solver's extra
+    cost over the kernel on fat-tree problems of growing size, fitted as ``a`` per pass + ``b`` per
+    incidence and pass (``NUMPY_PASS_S``, ``NUMPY_INCIDENCE_PASS_S``)."""
+    import statistics
+
+    import numpy as np
+
+    probe = ("import time, numpy as np; c = time.process_time(); from sim.network.maxmin_numba import max_min_kernel; "
+             "max_min_kernel(np.array([0, 1]), np.array([0]), np.array([1.0])); print(time.process_time() - c)")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    subprocess.run([sys.executable, "-c", probe], env=env, check=True, capture_output=True)  # compile/cache once
+    loads = [float(subprocess.run([sys.executable, "-c", probe], env=env, check=True, capture_output=True,
+                                  text=True).stdout) for _ in range(repeats)]
+    print(f"numba import + cached kernel load: median {statistics.median(loads):.3f} s CPU ({repeats} fresh processes)")
+    import topologies
+    from sim.network import maxmin
+    from sim.network.maxmin_numba import max_min_kernel
+    from topologies.routing import Router
+
+    router = Router(topologies.build("fat_tree", num_gpus=1024, gpus_per_server=8))
+    cap = router.links["capacity_gbps"].to_numpy(float) * 1e9 / 8
+    rng = np.random.default_rng(0)
+    rows = []
+    for flows in (10, 100, 1000, 3000, 10_000, 30_000):
+        src = rng.integers(0, 1024, flows)
+        dst = (src + rng.integers(1, 1024, flows)) % 1024
+        r = router.route(src, dst, np.arange(flows))
+
+        def cpu(fn, ptr=r.link_ptr, idx=r.link_idx):
+            times = []
+            for _ in range(max(3, repeats)):
+                c = time.process_time()
+                fn(ptr, idx, cap)
+                times.append(time.process_time() - c)
+            return statistics.median(times)
+
+        passes = int(max_min_kernel(r.link_ptr, r.link_idx, cap)[1])
+        excess = cpu(maxmin.max_min_rates_numpy) - cpu(max_min_kernel)
+        rows.append((len(r.link_idx), passes, excess))
+        print(f"flows {flows:>6}  incidences {len(r.link_idx):>7}  passes {passes:>3}  numpy - kernel "
+              f"{excess * 1e3:9.3f} ms  model {maxmin.numpy_excess_s(len(r.link_idx), passes) * 1e3:9.3f} ms")
+    inc, passes, excess = (np.array(c, float) for c in zip(*rows, strict=True))
+    (a, b), *_ = np.linalg.lstsq(np.c_[passes, passes * inc], excess, rcond=None)
+    print(f"fit: {a * 1e6:.1f} us per pass + {b * 1e9:.1f} ns per incidence-pass "
+          f"(sim.network.maxmin uses {maxmin.NUMPY_PASS_S * 1e6:.0f} us and {maxmin.NUMPY_INCIDENCE_PASS_S * 1e9:.0f} ns)")
+
+
+def warm(repeats: int) -> None:
+    """Median CPU and wall time of a warm ``sim.simulate_flows`` call on the 64-GPU all-to-all (4,032 flows),
+    first on the solver a fresh process starts with (numpy), then with the compiled kernel loaded."""
+    import statistics
+
+    import numpy as np
+    import pandas as pd
+
+    import sim
+    import topologies
+    from sim.network import maxmin
+
+    n = 64
+    s, d = np.divmod(np.arange(n * n), n)
+    keep = s != d
+    df = pd.DataFrame({"src": s[keep], "dst": d[keep], "bytes": MIB, "start_s": 0.0})
+    graph = topologies.build("fat_tree", num_gpus=n, gpus_per_server=8)
+    for solver in ("numpy", "jit"):
+        maxmin.SOLVER = solver
+        sim.simulate_flows(graph, df)
+        wall, cpu = [], []
+        for _ in range(repeats):
+            t, c = time.perf_counter(), time.process_time()
+            sim.simulate_flows(graph, df)
+            wall.append(time.perf_counter() - t)
+            cpu.append(time.process_time() - c)
+        print(f"warm simulate_flows, 64-GPU all-to-all, {solver:>5} solver: median CPU {statistics.median(cpu):.4f} s, "
+              f"wall {statistics.median(wall):.4f} s ({repeats} calls)")
+    maxmin.SOLVER = "auto"
 
 
 def tail_exponent(g) -> float:
@@ -239,11 +326,19 @@ def main() -> None:
     ap.add_argument("--profile", default=None, metavar="WORKLOAD:GPUS:TOPO:TIER")
     ap.add_argument("--startup", nargs="?", const="", default=None, metavar="BASE_TREE",
                     help="time fresh simrun start-up (against another checkout BASE_TREE when given)")
+    ap.add_argument("--solver-crossover", action="store_true", help="numba load cost vs the numpy solver")
+    ap.add_argument("--warm", action="store_true", help="warm simulate_flows calls on the 64-GPU all-to-all")
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
         print(json.dumps(child(json.loads(args.child))))
+        return
+    if args.warm:
+        warm(args.repeats)
+        return
+    if args.solver_crossover:
+        solver_crossover(min(args.repeats, 5))
         return
     if args.startup is not None:
         startup(Path(args.startup) if args.startup else None, args.repeats)

@@ -97,7 +97,8 @@ def simulate_flows(topology: nx.Graph, flows: pd.DataFrame, routing: str = "ecmp
     >>> float(round(out.finish_s[0] * 1e3, 3)), out.path[0][0], out.path[0][-1]   # 50 MB at 50 GB/s + 4 hops
     (1.004, 'gpu0', 'gpu8')
     """
-    return run_flows(topology, flows, routing=routing, seed=seed).flows
+    # no per-link statistics: the flows alone need neither the meter nor the link table
+    return _replay(topology, flows, routing, seed, 0.0, None, with_links=False).flows
 
 
 def run_flows(topology: nx.Graph, flows: pd.DataFrame, routing: str = "ecmp", seed: int = 0, *,
@@ -117,6 +118,12 @@ def run_flows(topology: nx.Graph, flows: pd.DataFrame, routing: str = "ecmp", se
     -------
     FlowsResult
     """
+    return _replay(topology, flows, routing, seed, completion_quantile, bin_s, with_links=True)
+
+
+def _replay(topology: nx.Graph, flows: pd.DataFrame, routing: str, seed: int, completion_quantile: float,
+            bin_s: float | None, *, with_links: bool) -> FlowsResult:
+    """Route and replay the flows; the per-link statistics only ``with_links`` (:func:`run_flows`)."""
     from topologies import Router, TopologyError, validate_graph
 
     if not isinstance(topology, nx.Graph):
@@ -125,20 +132,21 @@ def run_flows(topology: nx.Graph, flows: pd.DataFrame, routing: str = "ecmp", se
     router = Router(topology, routing=routing, seed=seed)
     src, dst, size, start = _checked_columns(flows, router.num_gpus)
     n = src.size
+    links = router.links
+    capacity_bytes_per_s = links["capacity_gbps"].to_numpy(float) * 1e9 / 8.0
     if n == 0:
         out = flows.copy()
         out["finish_s"] = pd.Series(dtype=float)
         out["path"] = pd.Series(dtype=object)
-        net = FlowNetwork(router.links["capacity_gbps"].to_numpy(float) * 1e9 / 8.0)
+        net = FlowNetwork(capacity_bytes_per_s)
         stats = LinkStats(net.capacity, bin_s)
-        return FlowsResult(flows=out, links=_link_table(router.links, net, stats, 0.0), makespan_s=0.0,
-                           window_s=0.0, network=net, link_stats=stats)
+        table = _link_table(links, net, stats, 0.0) if with_links else None
+        return FlowsResult(flows=out, links=table, makespan_s=0.0, window_s=0.0, network=net, link_stats=stats)
     routes = router.route(src, dst, np.arange(n, dtype=np.int64))
-    links = router.links
-    capacity_bytes_per_s = links["capacity_gbps"].to_numpy(float) * 1e9 / 8.0
     net = FlowNetwork(capacity_bytes_per_s, completion_quantile=completion_quantile)
-    stats = LinkStats(capacity_bytes_per_s, bin_s)
-    meter = Meter(net, stats)   # the network moves bytes; the statistics are kept from each stretch
+    stats = LinkStats(capacity_bytes_per_s, bin_s) if with_links else None
+    # the meter hands every constant-rate stretch to the statistics; without them the network runs alone
+    clock = Meter(net, stats) if with_links else net
 
     sub_flow = routes.flow_of_sub
     sub_size = size[sub_flow] * routes.fraction
@@ -150,9 +158,9 @@ def run_flows(topology: nx.Graph, flows: pd.DataFrame, routing: str = "ecmp", se
     cuts = np.flatnonzero(np.r_[True, sorted_start[1:] != sorted_start[:-1], True])
     for a, b in zip(cuts[:-1], cuts[1:], strict=True):
         t = float(sorted_start[a])
-        meter.advance(t)
+        clock.advance(t)
         net.add_flows(t, ptr[a:b + 1], idx, sub_size[order[a:b]])
-    meter.advance(np.inf)
+    clock.advance(np.inf)
 
     sub_done = np.empty(order.size)
     sub_done[order] = net.finish_s
@@ -168,12 +176,13 @@ def run_flows(topology: nx.Graph, flows: pd.DataFrame, routing: str = "ecmp", se
     first_start = float(start.min())
     makespan = float(finish.max()) - first_start
     window = max(float(np.nanmax(net.finish_s)) - first_start, 0.0)
-    table = _link_table(links, net, stats, window)
+    table = _link_table(links, net, stats, window) if with_links else None
     out.attrs["collsim_flows"] = {
         "flows": int(n), "makespan_s": makespan, "bytes": float(size.sum()),
-        "max_link_utilization": float(table["peak_utilization"].max()),
         "routing": routing, "seed": int(seed), "solves": int(net.stats["solves"]),
     }
+    if with_links:
+        out.attrs["collsim_flows"]["max_link_utilization"] = float(table["peak_utilization"].max())
     return FlowsResult(flows=out, links=table, makespan_s=makespan, window_s=window, network=net, link_stats=stats)
 
 
@@ -217,18 +226,26 @@ def _reorder_csr(ptr: np.ndarray, idx: np.ndarray, order: np.ndarray) -> tuple[n
 
 
 def _first_paths(routes, links: pd.DataFrame, src: np.ndarray) -> list[list[str]]:
-    """Node names of each flow's first sub-flow path (``[gpu]`` for a flow to itself)."""
+    """Node names of each flow's first sub-flow path (``[gpu]`` for a flow to itself).
+
+    Flows are taken a path length at a time: one (flows x hops) table of names per length and one
+    ``tolist`` each, instead of Python work per flow.
+    """
     first = routes.sub_ptr[:-1]
-    begin, end = routes.link_ptr[first], routes.link_ptr[first + 1]
+    begin = routes.link_ptr[first]
+    hops = routes.link_ptr[first + 1] - begin
     link_src = links["src"].to_numpy(object)
     link_dst = links["dst"].to_numpy(object)
-    paths = []
-    for i, (a, b) in enumerate(zip(begin.tolist(), end.tolist(), strict=True)):
-        if a == b:
-            paths.append([f"gpu{src[i]}"])
+    paths: list = [None] * len(first)
+    for length in np.unique(hops).tolist():
+        rows = np.flatnonzero(hops == length)
+        if length == 0:
+            names = [[f"gpu{s}"] for s in src[rows].tolist()]
         else:
-            hop = routes.link_idx[a:b]
-            paths.append([link_src[hop[0]], *link_dst[hop].tolist()])
+            hop = routes.link_idx[begin[rows, None] + np.arange(length)]
+            names = np.concatenate([link_src[hop[:, :1]], link_dst[hop]], axis=1).tolist()
+        for i, p in zip(rows.tolist(), names, strict=True):
+            paths[i] = p
     return paths
 
 

@@ -5,7 +5,8 @@ One vectorised method serves every graph (presets, YAML graphs, presets with fai
 1. **Inside an NVLink domain** (GPUs joined by NVSwitches) traffic takes NVLink: gpu -> nvswitch -> gpu.
 2. **Between domains** traffic takes a shortest path (in hops) through the network switches; GPUs and
    NVSwitches never forward network traffic. Distances to every *target* (the set of access switches of a
-   destination GPU) come from one breadth-first search per access switch (scipy), and each switch keeps,
+   destination GPU) come from one breadth-first search per access switch (numpy, level by level; no
+   scipy, whose import alone costs a fresh process about 0.3 s), and each switch keeps,
    per target, the list of its next hops that are one hop closer (a CSR table built with numpy). Flows then
    walk hop by hop, all at once as numpy arrays.
 3. **Relays over NVLink.** When the destination cannot be reached through the network from the source GPU
@@ -33,9 +34,6 @@ from functools import cached_property
 import networkx as nx
 import numpy as np
 import pandas as pd
-from scipy.sparse import csr_matrix
-from scipy.sparse.csgraph import shortest_path
-
 from topologies.errors import TopologyError
 from topologies.schema import NVLINK_NODE_KINDS, SWITCH_KINDS, gpu_name
 
@@ -109,10 +107,13 @@ class Routes:
 
 def _mix(x: np.ndarray) -> np.ndarray:
     """splitmix64 finaliser: a fast, well-spread 64-bit hash of uint64 arrays."""
-    x = x + _U64(0x9E3779B97F4A7C15)
-    x = (x ^ (x >> _U64(30))) * _U64(0xBF58476D1CE4E5B9)
-    x = (x ^ (x >> _U64(27))) * _U64(0x94D049BB133111EB)
-    return x ^ (x >> _U64(31))
+    x = x + _U64(0x9E3779B97F4A7C15)  # a new array; the rest in place (the same arithmetic, fewer temporaries)
+    x ^= x >> _U64(30)
+    x *= _U64(0xBF58476D1CE4E5B9)
+    x ^= x >> _U64(27)
+    x *= _U64(0x94D049BB133111EB)
+    x ^= x >> _U64(31)
+    return x
 
 
 class Router:
@@ -275,9 +276,8 @@ class Router:
         dt = np.full((T + 1, S + 1), _INF, dtype=np.int32)
         if T and S:
             sources = np.unique(sets[sets < S])
-            adj = csr_matrix((np.ones(len(self._sl_src)), (self._sl_src, self._sl_dst)), shape=(S, S))
-            dist = shortest_path(adj, directed=True, unweighted=True, indices=sources)
-            dist = np.where(np.isfinite(dist), dist + 1, _INF).astype(np.int32)
+            dist = _bfs_hops(self._sl_src, self._sl_dst, S, sources)
+            dist = np.where(dist < _INF, dist + 1, _INF).astype(np.int32)
             row_of = np.full(S + 1, len(sources), dtype=np.int64)
             row_of[sources] = np.arange(len(sources))
             dist = np.vstack([dist, np.full((1, S), _INF, dtype=np.int32)])
@@ -377,14 +377,25 @@ class Router:
             net_rows, net_count = self._network(g[inter], hh[inter], h[inter])
             n_sub[inter] = net_count
             fraction_net = np.repeat(1.0 / net_count, net_count)
-        sub_ptr = np.concatenate([[0], np.cumsum(n_sub)])
-        flow_of = np.repeat(np.arange(f), n_sub)
-        is_net = np.repeat(~same, n_sub)
-        net = np.full((len(flow_of), net_rows.shape[1]), -1, dtype=np.int64)
-        net[is_net] = net_rows
-        fraction = np.ones(len(flow_of))
-        fraction[is_net] = fraction_net
-        full = np.concatenate([pre[flow_of], net, post[flow_of]], axis=1)
+        if self.routing != "spray" or not len(inter):  # one sub-flow per flow: no expansion
+            sub_ptr = np.arange(f + 1, dtype=np.int64)
+            fraction = np.ones(f)
+            if len(inter) == f:
+                net = net_rows
+            else:
+                net = np.full((f, net_rows.shape[1]), -1, dtype=np.int64)
+                net[inter] = net_rows
+            parts = [m for m in (pre, net, post) if m.shape[1]]
+        else:
+            sub_ptr = np.concatenate([[0], np.cumsum(n_sub)])
+            flow_of = np.repeat(np.arange(f), n_sub)
+            is_net = np.repeat(~same, n_sub)
+            net = np.full((len(flow_of), net_rows.shape[1]), -1, dtype=np.int64)
+            net[is_net] = net_rows
+            fraction = np.ones(len(flow_of))
+            fraction[is_net] = fraction_net
+            parts = [pre[flow_of], net, post[flow_of]]
+        full = np.concatenate(parts, axis=1) if len(parts) > 1 else (parts[0] if parts else np.zeros((f, 0), np.int64))
         present = full >= 0
         link_ptr = np.concatenate([[0], np.cumsum(present.sum(axis=1))])
         return Routes(sub_ptr=sub_ptr, fraction=fraction, link_ptr=link_ptr, link_idx=full[present])
@@ -490,25 +501,29 @@ class Router:
             return self._spray(a, b, t, h, acc_d, best)
         ismin = acc_d == best[:, None]
         choice = _nth_true(ismin, (h % ismin.sum(axis=1).astype(_U64)).astype(np.int64))
-        x = self._acc_sw[a, choice]
-        first = self._acc_lid[a, choice]
         length = best.astype(np.int64) + 1
         out = np.full((len(a), int(length.max())), -1, dtype=np.int64)
-        out[:, 0] = first
-        for step in range(1, out.shape[1]):
-            act = np.nonzero(length > step)[0]
-            xs, ts = x[act], t[act]
-            last = self._dt[ts, xs] == 1
-            fin = act[last]
-            out[fin, step] = self._lookup(self._sw_node[xs[last]], self._gpu_node[b[fin]])
-            mid = act[~last]
-            key = ts[~last] * self._S + xs[~last]
-            with np.errstate(over="ignore"):
-                hop = _mix(h[mid] ^ (self._sw_node[xs[~last]].astype(_U64) * _U64(0xD6E8FEB86659FD93)))
-            j = (hop % self._nh_cnt[key].astype(_U64)).astype(np.int64)
-            lid = self._nh_lid[self._nh_ptr[key] + j]
-            out[mid, step] = lid
-            x[mid] = self._sw_of[self._ldst[lid]]
+        out[:, 0] = self._acc_lid[a, choice]
+        # Flows a length at a time: a hop of a shortest path is one step closer to the target, so a flow of
+        # length L is at its last switch after L - 1 hops, and a group walks without masks or gathers.
+        order = np.argsort(length, kind="stable")
+        cuts = np.flatnonzero(np.diff(length[order])) + 1
+        salt = self._sw_node.astype(_U64) * _U64(0xD6E8FEB86659FD93)
+        for sel in np.split(order, cuts):
+            steps = int(length[sel[0]])
+            x = self._acc_sw[a[sel], choice[sel]]
+            base = t[sel] * self._S
+            hs = h[sel]
+            for step in range(1, steps - 1):
+                key = base + x
+                with np.errstate(over="ignore"):
+                    hop = _mix(hs ^ salt[x])
+                j = (hop % self._nh_cnt[key].astype(_U64)).astype(np.int64)
+                lid = self._nh_lid[self._nh_ptr[key] + j]
+                out[sel, step] = lid
+                x = self._sw_of[self._ldst[lid]]
+            if steps > 1:
+                out[sel, steps - 1] = self._lookup(self._sw_node[x], self._gpu_node[b[sel]])
         return out, np.ones(len(a), dtype=np.int64)
 
     def _spray(self, a, b, t, h, acc_d, best) -> tuple[np.ndarray, np.ndarray]:
@@ -547,6 +562,42 @@ class Router:
             out[mid, step] = lid
             x[mid] = self._sw_of[self._ldst[lid]]
         return out, count
+
+
+def _bfs_hops(edge_src: np.ndarray, edge_dst: np.ndarray, n: int, sources: np.ndarray) -> np.ndarray:
+    """Hops from each source to every node over directed edges (``edge_src`` sorted), ``_INF`` if unreachable.
+
+    A breadth-first search of all sources at once, a level at a time: the frontier's out-edges come from a
+    CSR of the edges, and a node joins the next level the first time one reaches it. Sources are taken in
+    blocks so the temporaries stay near 4 M entries.
+
+    Examples
+    --------
+    >>> _bfs_hops(np.array([0, 1, 2]), np.array([1, 2, 0]), 4, np.array([0, 2])).tolist()
+    [[0, 1, 2, 1048576], [1, 2, 0, 1048576]]
+    """
+    ptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(edge_src, minlength=n), out=ptr[1:])
+    deg = np.diff(ptr)
+    out = np.full((len(sources), n), _INF, dtype=np.int32)
+    block = max(1, (1 << 22) // max(len(edge_src), n, 1))
+    for lo in range(0, len(sources), block):
+        d = out[lo:lo + block]
+        rows = np.arange(len(d))
+        d[rows, sources[lo:lo + block]] = 0
+        flat = d.reshape(-1)
+        frontier = rows * n + sources[lo:lo + block]
+        level = 0
+        while len(frontier):
+            level += 1
+            row, node = np.divmod(frontier, n)
+            count = deg[node]
+            first = np.repeat(ptr[node] - np.cumsum(count) + count, count)
+            cand = np.repeat(row * n, count) + edge_dst[first + np.arange(count.sum())]
+            cand = cand[flat[cand] == _INF]
+            flat[cand] = level
+            frontier = np.flatnonzero(flat == level) if len(cand) else cand
+    return out
 
 
 def _search_segments(values: np.ndarray, start: np.ndarray, count: np.ndarray, query: np.ndarray) -> np.ndarray:

@@ -1,41 +1,44 @@
-"""Routes of GPU pairs cached per flow key, as a sparse pair × link matrix (for link loads in one product).
+"""Routes of GPU pairs cached per flow key, as per-pair link lists (for link loads in two ``bincount`` calls).
 
 The flow tier hashes a flow's ECMP path from (src, dst, flow key), the key being the communicator's hash
 plus the NCCL channel. Ops of one communicator reuse the same pairs, so each (key, pair) is routed once
-and an op's link loads are one sparse product: ``load = M.T @ bytes_per_pair``.
+and an op's link loads are ``bincount(link, weights=repeat(bytes per pair, links per pair) x fraction)``:
+no per-transfer Python and no sparse-matrix library.
 """
 
 from __future__ import annotations
 
 import numpy as np
-from scipy.sparse import csr_matrix, vstack
 
 __all__ = ["PairRoutes"]
 
 
 class _KeyTable:
-    """Routed pairs of one flow key."""
+    """Routed pairs of one flow key: rows in routing order, each row's links contiguous (CSR)."""
 
-    @property
-    def matrix(self) -> csr_matrix:
-        """The pair × link matrix of every routed pair (blocks stacked on first use after a change)."""
-        if self.stale:
-            self._matrix = vstack(self.blocks, format="csr") if len(self.blocks) > 1 else self.blocks[0]
-            self.blocks = [self._matrix]
-            self.stale = False
-        return self._matrix
-
-    def __init__(self, n_links: int) -> None:
+    def __init__(self) -> None:
         self.pair = np.zeros(0, dtype=np.int64)  # sorted pair ids
-        self.row = np.zeros(0, dtype=np.int64)   # row of each sorted pair in ``matrix``
-        self.blocks: list[csr_matrix] = []
-        self._matrix = csr_matrix((0, n_links))
+        self.row = np.zeros(0, dtype=np.int64)   # row of each sorted pair
         self.rows_total = 0
-        self.stale = False
         self.new_pairs: list[np.ndarray] = []
         self.new_rows: list[np.ndarray] = []
         self.s_per_byte = np.zeros(0)
         self.latency_s = np.zeros(0)
+        self.blocks: list[tuple[np.ndarray, np.ndarray | None, np.ndarray]] = []  # (links, fraction, per row)
+        self._flat: tuple[np.ndarray, np.ndarray | None, np.ndarray] | None = None
+
+    def flat(self) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
+        """(link of every entry, its fraction of the row's bytes or None for all ones, entries per row)."""
+        if self._flat is None:
+            links = np.concatenate([blk[0] for blk in self.blocks])
+            per_row = np.concatenate([blk[2] for blk in self.blocks])
+            if all(blk[1] is None for blk in self.blocks):
+                frac = None
+            else:
+                frac = np.concatenate([np.ones(len(blk[0])) if blk[1] is None else blk[1] for blk in self.blocks])
+            self._flat = (links, frac, per_row)
+            self.blocks = [self._flat]
+        return self._flat
 
 
 class PairRoutes:
@@ -76,10 +79,11 @@ class PairRoutes:
         frac = np.asarray(routes.fraction, np.float64)
         n_sub = len(frac)
         per_sub = np.diff(link_ptr)
-        sub_of_entry = np.repeat(np.arange(n_sub), per_sub)
-        flow_of_sub = np.repeat(np.arange(len(pairs)), np.diff(sub_ptr))
-        block = csr_matrix((frac[sub_of_entry], (flow_of_sub[sub_of_entry], link_idx)),
-                           shape=(len(pairs), self.n_links))
+        flow_of_sub = None if n_sub == len(pairs) else np.repeat(np.arange(len(pairs)), np.diff(sub_ptr))
+        per_row = per_sub if n_sub == len(pairs) else \
+            np.bincount(flow_of_sub, weights=per_sub, minlength=len(pairs)).astype(np.int64)
+        # sub-flows are in flow order, so a row's entries are contiguous; a fraction only where sprayed
+        entry_frac = None if bool(np.all(frac == 1.0)) else np.repeat(frac, per_sub)
         starts = link_ptr[:-1]
         nonempty = per_sub > 0
         cap_min = np.full(n_sub, np.inf)
@@ -87,32 +91,40 @@ class PairRoutes:
         if nonempty.any():
             cap_min[nonempty] = np.minimum.reduceat(self.capacity_bytes_per_s[link_idx], starts[nonempty])
             lat[nonempty] = np.add.reduceat(self.link_latency_s[link_idx], starts[nonempty])
-        # a sprayed flow sends fixed fractions in parallel: its bytes take at least the slowest fraction
-        spb = np.maximum.reduceat(frac / cap_min, sub_ptr[:-1])
-        lat_flow = np.minimum.reduceat(lat, sub_ptr[:-1])
+        if n_sub == len(pairs):  # one sub-flow per pair (ecmp, single)
+            spb, lat_flow = frac / cap_min, lat
+        else:  # a sprayed flow sends fixed fractions in parallel: its bytes take at least the slowest one
+            spb = np.maximum.reduceat(frac / cap_min, sub_ptr[:-1])
+            lat_flow = np.minimum.reduceat(lat, sub_ptr[:-1])
         base = table.rows_total
         table.rows_total += len(pairs)
-        table.blocks.append(block)
+        table.blocks.append((link_idx, entry_frac, per_row))
+        table._flat = None
         table.s_per_byte = np.concatenate([table.s_per_byte, spb])
         table.latency_s = np.concatenate([table.latency_s, lat_flow])
         table.new_pairs.append(pairs)
         table.new_rows.append(base + np.arange(len(pairs)))
-        table.stale = True
 
     def rows(self, src: np.ndarray, dst: np.ndarray, key: int) -> tuple[_KeyTable, np.ndarray]:
         """The table of ``key`` and the row of every (src, dst) pair in it (routing new pairs first)."""
         table = self.tables.get(key)
         if table is None:
-            table = self.tables[key] = _KeyTable(self.n_links)
+            table = self.tables[key] = _KeyTable()
         pairs = np.asarray(src, np.int64) * self.gpus + np.asarray(dst, np.int64)
-        pos = np.searchsorted(table.pair, pairs)
-        known = (pos < len(table.pair)) & (table.pair[np.minimum(pos, max(len(table.pair) - 1, 0))] == pairs) \
-            if len(table.pair) else np.zeros(len(pairs), dtype=bool)
+        if not len(table.pair):
+            # first use of the key: an all-to-all's pairs come sorted and distinct, so rows are their order
+            ascending = bool(np.all(pairs[1:] > pairs[:-1]))
+            new = pairs if ascending else np.unique(pairs)
+            self._route_new(table, new, key)
+            table.pair = new
+            table.row = np.concatenate(table.new_rows) if table.new_rows else np.zeros(0, np.int64)
+            table.new_pairs, table.new_rows = [], []
+            return table, (table.row if ascending else table.row[np.searchsorted(table.pair, pairs)])
+        pos = np.minimum(np.searchsorted(table.pair, pairs), len(table.pair) - 1)
+        known = table.pair[pos] == pairs
         if not known.all():
-            new = np.sort(pairs[~known])
-            new = new[np.r_[True, new[1:] != new[:-1]]]
-            for lo in range(0, len(new), self.batch_pairs):  # the router's temporaries grow with the batch
-                self._add(table, new[lo:lo + self.batch_pairs], key)
+            new = np.unique(pairs[~known])
+            self._route_new(table, new, key)
             pair = np.concatenate([table.pair, *table.new_pairs])
             row = np.concatenate([table.row, *table.new_rows])
             table.new_pairs, table.new_rows = [], []
@@ -121,10 +133,18 @@ class PairRoutes:
             pos = np.searchsorted(table.pair, pairs)
         return table, table.row[pos]
 
+    def _route_new(self, table: _KeyTable, new: np.ndarray, key: int) -> None:
+        for lo in range(0, len(new), self.batch_pairs):  # the router's temporaries grow with the batch
+            self._add(table, new[lo:lo + self.batch_pairs], key)
+
     def loads(self, src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray, key: int
               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Bytes per link of transfers ``src -> dst`` on flow key ``key``, and each transfer's seconds per
         byte (its path's slowest link) and path latency."""
         table, rows = self.rows(src, dst, key)
-        weight = np.bincount(rows, weights=nbytes, minlength=table.matrix.shape[0])
-        return table.matrix.T @ weight, table.s_per_byte[rows], table.latency_s[rows]
+        links, frac, per_row = table.flat()
+        weight = np.repeat(np.bincount(rows, weights=nbytes, minlength=table.rows_total), per_row)
+        if frac is not None:
+            weight *= frac
+        load = np.bincount(links, weights=weight, minlength=self.n_links)
+        return load, table.s_per_byte[rows], table.latency_s[rows]

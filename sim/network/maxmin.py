@@ -1,19 +1,30 @@
 """Max-min fair rates of flows over links (progressive filling), in numpy, with a compiled twin.
 
-:func:`max_min_rates` runs the compiled kernel of :mod:`sim.network.maxmin_numba` where numba loads
-(``SOLVER``), else :func:`max_min_rates_numpy`; both use :data:`sim.network.constants.SHARE_RTOL` and the
-same float operations in the same order, so the rates are bit-identical (tested).
+:func:`max_min_rates` runs :func:`max_min_rates_numpy` or the compiled kernel of
+:mod:`sim.network.maxmin_numba`, as :func:`use_compiled` chooses; both use
+:data:`sim.network.constants.SHARE_RTOL` and the same float operations in the same order, so the rates are
+bit-identical (tested) and the choice only moves time.
+
+The choice (one function, for every compiled kernel of :mod:`sim.network`): importing numba and loading
+the cached machine code costs about :data:`JIT_LOAD_S` of CPU per process, as much as thousands of small
+numpy solves. So a process starts on numpy and loads the kernel once the numpy solver's estimated extra
+cost over the kernel (:func:`numpy_excess_s`, charged after every numpy solve) has reached the load cost,
+or at once for a problem of :data:`JIT_MIN_INCIDENCES` or more: the ski-rental rule, never more than about
+twice the better of "always numpy" and "load at once". The constants are measured by
+``python benchmarks/bench_scale.py --solver-crossover``.
 """
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import numpy as np
 
 from sim.network.constants import SHARE_RTOL
 
-__all__ = ["SOLVER", "max_min_rates", "max_min_rates_numpy"]
+__all__ = ["JIT_LOAD_S", "JIT_MIN_INCIDENCES", "NUMPY_INCIDENCE_PASS_S", "NUMPY_PASS_S", "SOLVER", "charge_numpy",
+           "max_min_rates", "max_min_rates_numpy", "numpy_excess_s", "use_compiled"]
 
 
 def max_min_rates(flow_ptr: np.ndarray, link_idx: np.ndarray, capacity: np.ndarray) -> tuple[np.ndarray, int]:
@@ -44,22 +55,69 @@ def max_min_rates(flow_ptr: np.ndarray, link_idx: np.ndarray, capacity: np.ndarr
     """
     flow_ptr = np.ascontiguousarray(flow_ptr, dtype=np.int64)
     link_idx = np.ascontiguousarray(link_idx, dtype=np.int64)
-    kernel = _compiled_kernel()
+    kernel = _compiled_kernel() if use_compiled(link_idx.size) else None
     if kernel is not None:
         rates, iterations = kernel(flow_ptr, link_idx, np.ascontiguousarray(capacity, dtype=np.float64))
         return rates, int(iterations)
-    return max_min_rates_numpy(flow_ptr, link_idx, capacity)
+    rates, iterations = max_min_rates_numpy(flow_ptr, link_idx, capacity)
+    charge_numpy(numpy_excess_s(link_idx.size, iterations))
+    return rates, iterations
 
 
-#: Max-min solver: "auto" (the compiled kernel of :mod:`sim.network.maxmin_numba` when numba loads, else numpy),
-#: "jit" or "numpy". Both give bit-identical rates (tested).
+#: Max-min solver: "auto" (numpy until :func:`use_compiled` says the compiled kernel pays for its loading;
+#: numpy throughout where numba is missing), "jit" (the kernel always) or "numpy" (never). Rates are
+#: bit-identical (tested).
 SOLVER = "auto"
+#: CPU seconds to import numba and load the cached kernel in a fresh process (measured; see the module doc).
+JIT_LOAD_S = 0.75
+#: A problem this large (link incidences) loads the kernel at once: numpy alone would cost about the load.
+JIT_MIN_INCIDENCES = 250_000
+#: The numpy solver's extra cost over the kernel: per water-filling pass, and per incidence and pass.
+NUMPY_PASS_S = 45e-6
+NUMPY_INCIDENCE_PASS_S = 25e-9
 _KERNEL: dict[str, Any] = {}
+_SPENT = {"numpy_excess_s": 0.0}
+
+
+def numpy_excess_s(incidences: int, iterations: int) -> float:
+    """Estimated CPU seconds the numpy solver spends beyond the compiled kernel on one solve.
+
+    Examples
+    --------
+    >>> round(numpy_excess_s(20_000, 30) * 1e3, 2)  # a 64-GPU all-to-all's solve, in ms
+    16.35
+    """
+    return iterations * (NUMPY_PASS_S + NUMPY_INCIDENCE_PASS_S * incidences)
+
+
+def charge_numpy(excess_s: float) -> None:
+    """Record time a numpy path spent beyond its compiled twin (it moves :func:`use_compiled` closer to yes)."""
+    _SPENT["numpy_excess_s"] += float(excess_s)
+
+
+def use_compiled(incidences: int = 0) -> bool:
+    """Whether the next solve (of ``incidences`` link incidences) should run compiled.
+
+    True when ``SOLVER`` is "jit"; when numba is already loaded in this process (nothing left to pay);
+    when the problem has :data:`JIT_MIN_INCIDENCES` or more; or when the numpy solves so far have cost
+    :data:`JIT_LOAD_S` more than the kernel would have. False for ``SOLVER = "numpy"`` and where numba
+    cannot load (the numpy path is always there). Other kernels of :mod:`sim.network` should ask here too,
+    so a process loads numba once, for a reason.
+
+    Examples
+    --------
+    >>> use_compiled(JIT_MIN_INCIDENCES) == (_compiled_kernel() is not None)
+    True
+    """
+    if SOLVER == "numpy":
+        return False
+    if SOLVER == "jit" or "numba" in sys.modules or incidences >= JIT_MIN_INCIDENCES or \
+            _SPENT["numpy_excess_s"] >= JIT_LOAD_S:
+        return _compiled_kernel() is not None
+    return False
 
 
 def _compiled_kernel() -> Any:
-    if SOLVER == "numpy":
-        return None
     if "kernel" not in _KERNEL:
         try:
             from sim.network.maxmin_numba import max_min_kernel

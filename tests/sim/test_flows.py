@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import topologies
 from sim.cli import main
@@ -102,6 +104,23 @@ def test_completion_quantile_is_close_to_exact():
     exact = run_flows(graph, flows)
     fast = run_flows(graph, flows, completion_quantile=0.01)
     assert fast.makespan_s == pytest.approx(exact.makespan_s, rel=0.002)
+
+
+@settings(max_examples=40, deadline=None)
+@given(n=st.integers(1, 40), seed=st.integers(0, 2**31), routing=st.sampled_from(["ecmp", "spray", "single"]))
+def test_simulate_flows_equals_run_flows_without_the_link_statistics(fat_tree16, n, seed, routing):
+    # simulate_flows skips the meter and the link table: the flows, finishes and paths must not change
+    rng = np.random.default_rng(seed)
+    flows = pd.DataFrame({"src": rng.integers(0, 16, n), "dst": rng.integers(0, 16, n),
+                          "bytes": rng.integers(0, 10**6, n), "start_s": rng.choice([0.0, 1e-5, 3e-5], n)})
+    lean = simulate_flows(fat_tree16, flows, routing=routing, seed=seed % 7)
+    full = run_flows(fat_tree16, flows, routing=routing, seed=seed % 7).flows
+    assert lean.finish_s.tolist() == full.finish_s.tolist()
+    assert lean.path.tolist() == full.path.tolist()
+    hops = [list(zip(p[:-1], p[1:], strict=False)) for p in lean.path]
+    assert all(fat_tree16.has_edge(a, b) for path in hops for a, b in path)
+    assert all(p[0] == f"gpu{s}" and p[-1] == f"gpu{d}" for p, s, d in zip(lean.path, flows.src, flows.dst,
+                                                                            strict=True))
 
 
 @pytest.mark.parametrize(("change", "message"), [

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -42,3 +44,26 @@ def test_solver_switch(monkeypatch):
         monkeypatch.setattr(network, "SOLVER", solver)
         rates, _ = network.max_min_rates(ptr, links, caps)
         assert rates.tolist() == [0.5, 1.5, 0.5]
+
+
+def test_auto_starts_on_numpy_and_loads_the_kernel_once_it_pays(monkeypatch):
+    # a fresh process: nothing loaded, nothing spent; small solves stay on numpy until their estimated
+    # extra cost reaches the load cost, a big one loads the kernel at once (rates identical either way)
+    monkeypatch.setattr(network, "SOLVER", "auto")
+    monkeypatch.setitem(network._SPENT, "numpy_excess_s", 0.0)
+    monkeypatch.delitem(sys.modules, "numba", raising=False)   # as if numba were not loaded yet
+    calls = []
+    monkeypatch.setattr(network, "_compiled_kernel", lambda: calls.append(1) or max_min_kernel)
+    ptr, links, caps = np.array([0, 1, 2, 4]), np.array([0, 1, 0, 1]), np.array([1.0, 2.0])
+    assert not network.use_compiled(links.size)
+    rates, iterations = network.max_min_rates(ptr, links, caps)
+    assert rates.tolist() == [0.5, 1.5, 0.5] and not calls
+    spent = network._SPENT["numpy_excess_s"]
+    assert spent == pytest.approx(network.numpy_excess_s(links.size, iterations)) and spent > 0
+    assert network.use_compiled(network.JIT_MIN_INCIDENCES) and calls      # big enough on its own
+    calls.clear()
+    monkeypatch.setitem(network._SPENT, "numpy_excess_s", network.JIT_LOAD_S)  # the small solves paid for it
+    assert network.use_compiled(links.size) and calls
+    monkeypatch.setattr(network, "SOLVER", "numpy")
+    assert not network.use_compiled(10**9)
+
