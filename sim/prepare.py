@@ -8,7 +8,8 @@ per op identity (:func:`op_keys`), and handed to :class:`sim.engine.engine.Engin
 from __future__ import annotations
 
 import zlib
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import networkx as nx
@@ -20,7 +21,7 @@ from sim.engine.paths import path_latency_s
 from sim.engine.prepared import PreparedOp
 from sim.engine.workload import OpTable
 
-__all__ = ["Preparer", "flow_key_base", "nvlink_records", "op_keys", "plan_op", "plan_p2p", "run_engine"]
+__all__ = ["LazyOps", "Preparer", "flow_key_base", "nvlink_records", "op_keys", "plan_op", "plan_p2p", "run_engine"]
 
 
 def flow_key_base(comm: str) -> int:
@@ -70,6 +71,7 @@ class Preparer:
         # plans depend on the graph only through servers and per-GPU link rates, which the ideal fabric
         # keeps: the real and the ideal run share them
         self.plans: dict = {} if plans is None else plans
+        self._left = Counter(self.keys)   # ops of each key not taken yet (take())
 
     def __call__(self, op: int) -> PreparedOp:
         key = self.keys[op]
@@ -78,6 +80,17 @@ class Preparer:
             hit = self._prepare(op)
             self.cache[key] = hit
         return hit
+
+    def take(self, op: int) -> PreparedOp:
+        """``self(op)`` for an engine that asks once per op: a prepared op leaves the cache with the last
+        op of its key, so the cache holds only what later ops will use."""
+        prep = self(op)
+        key = self.keys[op]
+        self._left[key] -= 1
+        if self._left[key] <= 0:
+            self.cache.pop(key, None)
+        return prep
+
 
     def _prepare(self, op: int) -> PreparedOp:
         rec = self._records[op]
@@ -130,6 +143,28 @@ class Preparer:
                           sub_link_idx=link_idx, footprint=footprint)
 
 
+class LazyOps(Sequence):
+    """The prepared ops of a run, prepared when the engine first asks (:meth:`Preparer.take`).
+
+    Parameters
+    ----------
+    preparer : Preparer
+    n_ops : int
+    """
+
+    def __init__(self, preparer: Preparer, n_ops: int) -> None:
+        self.preparer = preparer
+        self.n_ops = n_ops
+
+    def __len__(self) -> int:
+        return self.n_ops
+
+    def __getitem__(self, op):
+        if isinstance(op, slice):
+            return [self[i] for i in range(*op.indices(self.n_ops))]
+        return self.preparer.take(int(op))
+
+
 def plan_op(rec: Mapping, split: np.ndarray | None, algo: str, graph: nx.Graph, meta: Mapping,
             options: Mapping[str, Any]):
     """:func:`sim.planning.collectives.plan_collective` for one collective op instance (ring orders from the
@@ -170,15 +205,15 @@ def nvlink_records(records: Mapping, preparer: Preparer, router) -> dict:
     """
     kinds = router.links["kind"].to_numpy()
     out = {}
-    none, no_ids = np.zeros(0), np.zeros(0, dtype=np.int64)
-    empty_flows = (no_ids, none, none, none, none)
     for key, rec in records.items():
-        prep = preparer.cache.get(key)
-        if prep is None or prep.footprint is None or len(prep.footprint) == 0:
+        fp = rec.footprint
+        if fp is None:   # a record made without its footprint: the prepared op has it
+            prep = preparer.cache.get(key)
+            fp = None if prep is None else prep.footprint
+        if fp is None or len(fp) == 0:
             continue
-        if (kinds[prep.footprint] == "nvlink").all():
-            out[key] = Record(rec.duration_s, none, none, np.zeros(1, dtype=np.int64), no_ids, none, no_ids,
-                              none, none, none, empty_flows)
+        if (kinds[fp] == "nvlink").all():
+            out[key] = Record.slim(rec.duration_s, fp)
     return out
 
 
@@ -195,7 +230,7 @@ def run_engine(workload, preparer: Preparer, router, *, timing: str, completion_
     from sim.network.flow_network import FlowNetwork
 
     cap = router.links["capacity_gbps"].to_numpy(np.float64) * 1e9 / 8
-    prepared = [preparer(op) for op in range(workload.n_ops)]
+    prepared = LazyOps(preparer, workload.n_ops)   # prepared as ops start, dropped after their key's last
     names = list(zip(router.links["src"].astype(str), router.links["dst"].astype(str), strict=True))
     engine = Engine(workload, prepared, FlowNetwork(cap, completion_quantile=completion_quantile), timing=timing,
                     bin_s=bin_s, memoize=memoize, memo=memo, link_stats=link_stats, progress=progress,

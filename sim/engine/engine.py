@@ -35,6 +35,7 @@ network's batching, which looks at every flow in flight, is the one coupling a r
 from __future__ import annotations
 
 import inspect
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -155,6 +156,10 @@ class Engine:
         self.just_started: list[int] = []
         self._batch_at: float | None = None
         self.memo: dict = {} if memo is None else memo
+        # ops of each key not started yet: an op is recorded only when a later one can replay it, and a
+        # record is cut down (Record.spent) once no op of its key is left and its replays have ended
+        self.key_left = Counter(k for k in w.op_key if k is not None)
+        self.replaying: Counter = Counter()
         self.inflight: dict[int, InFlight] = {}
         self.link_users = np.zeros(len(cap), dtype=np.int64)
         self.link_owner = np.full(len(cap), -1, dtype=np.int64)  # a recording op's links
@@ -218,7 +223,7 @@ class Engine:
                 self.recording -= 1
                 self.link_owner[fl.footprint] = -1
                 if fl.rec.alive:
-                    self._store(op, fl.rec, t)
+                    self._store(op, fl.rec, t, fl.footprint)
         for step in self.op_step_idx[self.op_step_ptr[op]: self.op_step_ptr[op + 1]].tolist():
             self.step_left[step] -= 1
             if self.step_left[step] == 0:
@@ -253,12 +258,15 @@ class Engine:
                             fl.rec.alive = False
             alone = not busy and (batch is None or not (batch[fp] > 1).any())
             key = self.w.op_key[op]
+            if key is not None:
+                self.key_left[key] -= 1
             memo_ok = self.memoize and key is not None and alone
             if memo_ok and key in self.memo:
-                self._replay(op, key, fp, t)
+                self._replay(op, key, prep, fp, t)
                 continue
-            rec = Recording(t) if memo_ok else None
-            self.inflight[op] = InFlight(fp, False, rec)
+            # record only when a later op of the same key may replay it (most ops never repeat)
+            rec = Recording(t) if memo_ok and self.key_left[key] > 0 else None
+            self.inflight[op] = InFlight(fp, False, rec, prep=prep)
             self.link_users[fp] += 1
             if rec is not None:
                 self.recording += 1
@@ -269,14 +277,14 @@ class Engine:
         materialise(self, op, fl, t)
         self.materialised += 1
 
-    def _replay(self, op: int, key, fp: np.ndarray, t: float) -> None:
+    def _replay(self, op: int, key, prep: PreparedOp, fp: np.ndarray, t: float) -> None:
         rec: Record = self.memo[key]
         self.memo_hits += 1
+        self.replaying[key] += 1
         f_sub, f_bytes, f_start, f_sent, f_end = rec.flows
-        f_path = self.runner.sub_path(self.ops[op])[f_sub]
-        n0 = self.log.n
+        f_path = self.runner.sub_path(prep)[f_sub]
         rows = self.log.append(len(f_path))
-        self.inflight[op] = InFlight(fp, True, None, t, key, (n0, self.log.n))
+        self.inflight[op] = InFlight(fp, True, None, t, key, rows, prep)
         self.link_users[fp] += 1
         if len(f_path):
             log = self.log
@@ -288,15 +296,21 @@ class Engine:
             log.sent.a[rows] = t + f_sent
             log.end.a[rows] = t + f_end
             self.runner.op_flows[op] += len(f_path)
-        self.clock.call_at(t + rec.duration_s, EVENT, self._replay_end, op, t)
+        self.clock.call_at(t + rec.duration_s, EVENT, self._replay_end, op, key, t)
 
-    def _replay_end(self, op: int, t0: float) -> None:
+    def _replay_end(self, op: int, key, t0: float) -> None:
+        self.replaying[key] -= 1
         fl = self.inflight.get(op)
-        if fl is None or not fl.virtual or fl.t0 != t0:
-            return   # materialised meanwhile: it ends as an explicit run
-        if self.keep_stats:
-            self.stats.add_record(t0, self.memo[fl.key])
-        self._finish(op)
+        if fl is not None and fl.virtual and fl.t0 == t0:   # else materialised meanwhile: ends explicitly
+            if self.keep_stats:
+                self.stats.add_record(t0, self.memo[key])
+            self._finish(op)
+        self._spend(key)
+
+    def _spend(self, key) -> None:
+        """Cut the record of ``key`` down once no op of that key is left to start or being replayed."""
+        if self.key_left[key] <= 0 and self.replaying[key] <= 0 and key in self.memo:
+            self.memo[key] = self.memo[key].spent()
 
     def _record_flows(self, op_arr: np.ndarray, rows: np.ndarray) -> None:
         if not self.recording:
@@ -324,13 +338,15 @@ class Engine:
             m = owners == op
             rec.segments.append((a - rec.t0, b - rec.t0, idx[m], vals[m]))
 
-    def _store(self, op: int, rec: Recording, t: float) -> None:
+    def _store(self, op: int, rec: Recording, t: float, footprint: np.ndarray) -> None:
         ids = np.concatenate(rec.flow_ids) if rec.flow_ids else np.zeros(0, dtype=np.int64)
         t0, log = rec.t0, self.log
         flows = (log.sub.a[ids], log.bytes.a[ids], log.start.a[ids] - t0, log.sent.a[ids] - t0,
                  log.end.a[ids] - t0)
-        self.memo[self.w.op_key[op]] = Record.build(t - t0, rec.segments, self.stats.cap, flows)
+        key = self.w.op_key[op]
+        self.memo[key] = Record.build(t - t0, rec.segments, self.stats.cap, flows, footprint)
         self.memo_records += 1
+        self._spend(key)
 
     # -- main loop ----------------------------------------------------------------------------------
     def run(self) -> EngineLog:

@@ -44,7 +44,7 @@ def materialise(engine, op: int, fl: InFlight, now: float) -> None:
         The op's entry (``virtual``); turned explicit.
     now : float
     """
-    prep = engine.ops[op]
+    prep = fl.prep
     clock = Clock(initial_time=fl.t0)
     scratch_log = FlowLog()
     net = FlowNetwork(engine.netproc.net.capacity, completion_quantile=engine.completion_quantile)
@@ -58,9 +58,8 @@ def materialise(engine, op: int, fl: InFlight, now: float) -> None:
 
     # the replay's rows leave the log; the scratch run's rows take their place
     live = engine.runner
-    lo, hi = fl.rows
-    engine.log.kill(np.arange(lo, hi, dtype=np.int64))
-    live.op_flows[op] += runner.op_flows[op] - (hi - lo)
+    engine.log.kill(fl.rows)
+    live.op_flows[op] += runner.op_flows[op] - len(fl.rows)
     n = scratch_log.n
     rows = engine.log.append(n)
     for name in _LOG_COLUMNS:

@@ -10,6 +10,7 @@ the batch of sub-flows an event carries, not per flow.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -109,6 +110,8 @@ class OpRunner:
         if ids is None:
             ids, _ = self.paths.add(prep.sub_link_ptr, prep.sub_link_idx)
             self._sub_path[id(prep)] = ids
+            # the entry lives as long as the prepared op (the preparer drops ops no later op needs)
+            weakref.finalize(prep, self._sub_path.pop, id(prep), None)
         return ids
 
     # -- starting transfers ---------------------------------------------------------------------------
