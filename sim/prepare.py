@@ -219,8 +219,13 @@ def nvlink_records(records: Mapping, preparer: Preparer, router) -> dict:
 
 def run_engine(workload, preparer: Preparer, router, *, timing: str, completion_quantile: float,
                bin_s: float | None, memoize: bool, progress=None, label=None, link_stats: bool = True,
-               memo: dict | None = None, processes=()):
-    """One replay of ``workload`` over the routes of ``router``: every op prepared, then the engine run.
+               memo: dict | None = None, processes=(), flows: str | None = None, sinks=()):
+    """One replay of ``workload`` over the routes of ``router``: ops prepared as they start, the engine run.
+
+    Flows are streamed, not kept: with ``link_stats`` (the real fabric) incast is detected as flows
+    finish (:class:`sim.results.incast_stream.IncastStream`, the log's ``incast``) and the log keeps a
+    bounded sample of the flows (for ``timeline.json``); the ideal reference keeps none. ``flows``
+    (``keep`` / ``sample`` / ``none``) overrides that; ``sinks`` receive every finished flow too.
 
     Returns
     -------
@@ -228,11 +233,14 @@ def run_engine(workload, preparer: Preparer, router, *, timing: str, completion_
     """
     from sim.engine.engine import Engine
     from sim.network.flow_network import FlowNetwork
+    from sim.results.incast_stream import IncastStream
 
     cap = router.links["capacity_gbps"].to_numpy(np.float64) * 1e9 / 8
     prepared = LazyOps(preparer, workload.n_ops)   # prepared as ops start, dropped after their key's last
     names = list(zip(router.links["src"].astype(str), router.links["dst"].astype(str), strict=True))
     engine = Engine(workload, prepared, FlowNetwork(cap, completion_quantile=completion_quantile), timing=timing,
                     bin_s=bin_s, memoize=memoize, memo=memo, link_stats=link_stats, progress=progress,
-                    label=label, processes=processes, link_names=names)
+                    label=label, processes=processes, link_names=names,
+                    flows=flows or ("sample" if link_stats else "none"),
+                    sinks=[*([IncastStream(router.links, preparer.graph)] if link_stats else []), *sinks])
     return engine.run()

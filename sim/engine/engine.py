@@ -42,7 +42,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from sim.engine.clock import EVENT, START, Clock
-from sim.engine.flowlog import FlowLog
+from sim.engine.csr import csr_take
+from sim.engine.flowlog import FlowKeep, FlowLog, FlowSample
 from sim.engine.materialise import materialise
 from sim.engine.memo import InFlight, Record, Recording, footprints_overlap
 from sim.engine.netproc import NetworkProcess
@@ -58,7 +59,12 @@ __all__ = ["Engine", "EngineLog"]
 
 @dataclass
 class EngineLog:
-    """What one replay produced: per-op times, the flow log and the per-link statistics."""
+    """What one replay produced: per-op times, the flows and the per-link statistics.
+
+    ``flow_*`` hold every flow (``flow_stride`` 1) or, when the engine streamed its flows to sinks, every
+    ``flow_stride``-th flow in release order; ``n_flows`` counts them all. ``incast`` is the streamed
+    incast table when the run computed one. ``prepare(op)`` gives an op's prepared op again.
+    """
 
     op_start_s: np.ndarray
     op_end_s: np.ndarray
@@ -79,6 +85,24 @@ class EngineLog:
     memo_materialised: int = 0
     step_issue_s: np.ndarray | None = None   # when each step was issued (rank programs: ``workload``)
     workload: Workload | None = None
+    n_flows: int = -1
+    flow_stride: int = 1
+    incast: object = None
+    prepare: Callable[[int], PreparedOp] | None = None
+    peak_live_flows: int = 0   # the most flow-log rows in use at once
+
+    def __post_init__(self) -> None:
+        if self.n_flows < 0:
+            self.n_flows = len(self.flow_path)
+
+    def used_links(self, op: int) -> np.ndarray:
+        """Sorted link ids that carried op ``op``'s flows (the links of its sub-flows that move bytes)."""
+        if self.prepare is None or self.flow_stride == 1:   # every flow is in the log
+            _, links = csr_take(self.paths.ptr, self.paths.links, np.unique(self.flow_path[self.flow_op == op]))
+        else:
+            prep = self.prepare(op)
+            _, links = csr_take(prep.sub_link_ptr, prep.sub_link_idx, np.flatnonzero(prep.sub_bytes > 0))
+        return np.unique(links).astype(np.int64)
 
 
 def _op_label(op: int) -> str:
@@ -112,13 +136,20 @@ class Engine:
         ``fn(env, net)`` generators started with the run (``net``: the :class:`NetworkProcess`).
     link_names : sequence of (str, str), optional
         ``(src, dst)`` per link, for ``net.cable_links``.
+    flows : {"keep", "sample", "none"}
+        What the returned log holds of the flows: all of them, a bounded sample (``sample_limit``), or
+        none (then memory grows with the flows in flight only, not with the run's flows).
+    sinks : sequence
+        More receivers of every finished flow (:mod:`sim.engine.flowlog`), e.g. the streaming incast
+        detection or a Parquet writer; a sink with ``set_horizon`` learns how to ask for the earliest
+        time a flow not handed out yet can start.
     """
 
     def __init__(self, workload: Workload, ops: Sequence[PreparedOp], network, *, timing: str = "asap",
                  bin_s: float | None = None, memoize: bool = True, memo: dict | None = None,
                  link_stats: bool = True, progress: Callable[[int], None] | None = None,
                  label: Callable[[int], str] | None = None, processes: Sequence[Callable] = (),
-                 link_names=None) -> None:
+                 link_names=None, flows: str = "keep", sinks: Sequence = (), sample_limit: int = 1 << 15) -> None:
         if timing not in ("gaps", "trace", "asap"):
             raise SimError(f"timing {timing!r} is not one of: gaps, trace, asap")
         w = workload
@@ -135,7 +166,14 @@ class Engine:
         self.keep_stats = link_stats
         # the engine's own table of the ops' paths (their latencies come with the prepared ops)
         self.paths = PathTable(cap * 8e-9, np.zeros(len(cap)))
-        self.log = FlowLog()
+        if flows not in ("keep", "sample", "none"):
+            raise SimError(f"flows {flows!r} is not one of: keep, sample, none")
+        self.kept = FlowKeep() if flows == "keep" else FlowSample(sample_limit) if flows == "sample" else None
+        self.sinks = [*([self.kept] if self.kept is not None else []), *sinks]
+        for sink in sinks:
+            if hasattr(sink, "set_horizon"):
+                sink.set_horizon(self._horizon)
+        self.log = FlowLog(self.sinks, self.paths)
         self.netproc = NetworkProcess(self.clock, network, self.stats, link_stats, self._network_done, link_names)
         self.runner = OpRunner(self.clock, self.netproc, self.paths, self.log, w.n_ops, self._finish)
         self.completion_quantile = float(getattr(network, "completion_quantile", 0.0))
@@ -224,6 +262,10 @@ class Engine:
                 self.link_owner[fl.footprint] = -1
                 if fl.rec.alive:
                     self._store(op, fl.rec, t, fl.footprint)
+                # the op's rows were held for the record: final now
+                self.runner.hold[op] = False
+                if fl.rec.flow_ids:
+                    self.log.release(np.concatenate(fl.rec.flow_ids))
         for step in self.op_step_idx[self.op_step_ptr[op]: self.op_step_ptr[op + 1]].tolist():
             self.step_left[step] -= 1
             if self.step_left[step] == 0:
@@ -271,6 +313,7 @@ class Engine:
             if rec is not None:
                 self.recording += 1
                 self.link_owner[fp] = op
+                self.runner.hold[op] = True
             self.runner.launch(op, prep, t)
 
     def _materialise(self, op: int, fl: InFlight, t: float) -> None:
@@ -304,6 +347,7 @@ class Engine:
         if fl is not None and fl.virtual and fl.t0 == t0:   # else materialised meanwhile: ends explicitly
             if self.keep_stats:
                 self.stats.add_record(t0, self.memo[key])
+            self.log.release(fl.rows)
             self._finish(op)
         self._spend(key)
 
@@ -317,7 +361,7 @@ class Engine:
             return
         for op in np.unique(op_arr).tolist():
             fl = self.inflight.get(op)
-            if fl is not None and fl.rec is not None and fl.rec.alive:
+            if fl is not None and fl.rec is not None:   # held until the op ends, even if the record dies
                 fl.rec.flow_ids.append(rows[op_arr == op])  # log rows of the recorded op's flows
 
     def _record_segment(self, a: float, b: float, delta: np.ndarray) -> None:
@@ -366,14 +410,26 @@ class Engine:
         self._check_complete()
         self.stats.flush()
         makespan = float(np.nanmax(self.op_end)) if w.n_ops and not np.all(np.isnan(self.op_end)) else 0.0
-        cols = self.log.columns()
+        self.log.close()
+        cols = self.kept.columns() if self.kept is not None else FlowKeep().columns()
+        incast = next((s.table for s in self.sinks if hasattr(s, "table")), None)
         return EngineLog(
             op_start_s=self.op_start, op_end_s=self.op_end, op_algo=self.op_algo, op_flows=self.runner.op_flows,
             flow_op=cols["op"], flow_path=cols["path"], flow_bytes=cols["bytes"], flow_start_s=cols["start"],
             flow_sent_s=cols["sent"], flow_end_s=cols["end"], paths=self.paths, link_stats=self.stats,
             makespan_s=makespan, memo_hits=self.memo_hits, memo_records=self.memo_records,
             network_events=self.netproc.events, memo_materialised=self.materialised,
-            step_issue_s=self.step_issue, workload=self.w)
+            step_issue_s=self.step_issue, workload=self.w, n_flows=self.log.released,
+            flow_stride=self.kept.stride if self.kept is not None else 0, incast=incast,
+            prepare=getattr(self.ops, "preparer", None) or self.ops.__getitem__, peak_live_flows=self.log.n)
+
+    def _horizon(self) -> float:
+        """No flow handed to the sinks from now on starts before this time: flows still to come belong
+        to ops in flight (they start at or after their op) or to ops not started yet (at or after now)."""
+        t = float(self.clock.now)
+        if self.inflight:
+            t = min(t, float(self.op_start[list(self.inflight)].min()))
+        return t
 
     def _check_complete(self) -> None:
         missing = np.flatnonzero(np.isnan(self.op_end))

@@ -67,12 +67,15 @@ def materialise(engine, op: int, fl: InFlight, now: float) -> None:
 
     # flows in flight re-enter the live network with the bytes they have left
     ids, _ = net.active_flows()
+    final = np.ones(n, dtype=bool)
     if len(ids):
         left = net.remaining_bytes(ids)
         srow = runner.net_row.a[ids]
+        final[srow] = False
         link_ptr, link_idx = csr_take(engine.paths.ptr, engine.paths.links, scratch_log.path.a[srow])
         live_ids = engine.netproc.add(now, link_ptr, link_idx, left)
         live.map_flows(live_ids, rows[srow])
+    engine.log.release(rows[final])   # the flows that finished alone are final; the others finish live
 
     # transfer counters, pending transfers and future events move over
     if op in runner.runs:
