@@ -44,32 +44,40 @@ class FlowLog:
         Receive the released rows (see the module docstring).
     paths : PathTable, optional
         Handed to the sinks with the rows.
+    block : int
+        Released flows are staged and handed to the sinks ``block`` at a time (and at :meth:`close`):
+        one sink call per block, not per network event.
 
     Examples
     --------
     >>> keep = FlowKeep(); log = FlowLog([keep])
     >>> rows = log.append(3); log.op.a[rows] = 7; log.bytes.a[rows] = [1.0, 2.0, 3.0]
-    >>> log.kill(rows[:1]); log.release(rows[1:]); log.n_live, log.released
+    >>> log.kill(rows[:1]); log.release(rows[1:]); log.close(); log.n_live, log.released
     (0, 2)
     >>> keep.columns()["bytes"].tolist(), log.append(2).tolist()   # freed rows are reused
     ([2.0, 3.0], [2, 1])
     """
 
-    def __init__(self, sinks: Sequence = (), paths=None) -> None:
+    def __init__(self, sinks: Sequence = (), paths=None, block: int = 1 << 16) -> None:
         self.sinks = list(sinks)
         self.paths = paths
+        self.block = max(1, int(block))
+        self._stage = {name: np.empty(self.block, dtype=dtype) for name, dtype, _ in _COLUMNS
+                       if name in SINK_COLUMNS}
+        self._staged = 0
         self.n = 0            # rows ever used (the arrays' high-water mark)
         self.n_live = 0
         self.released = 0     # flows handed to the sinks
-        self._free = np.zeros(0, dtype=np.int64)
+        self._free = GrowArray(np.int64, -1)   # a stack of freed rows (the first ``_n_free`` entries)
+        self._n_free = 0
         for name, dtype, fill in _COLUMNS:
             setattr(self, name, GrowArray(dtype, fill))
 
     def append(self, k: int) -> np.ndarray:
         """Reserve ``k`` rows (freed ones first); return their indices."""
-        reuse = min(k, len(self._free))
-        rows = self._free[len(self._free) - reuse:][::-1]
-        self._free = self._free[:len(self._free) - reuse]
+        reuse = min(k, self._n_free)
+        rows = self._free.a[self._n_free - reuse:self._n_free][::-1].copy()
+        self._n_free -= reuse
         if reuse < k:
             fresh = np.arange(self.n, self.n + k - reuse, dtype=np.int64)
             self.n += k - reuse
@@ -85,9 +93,14 @@ class FlowLog:
         if len(rows) == 0:
             return
         if self.sinks:
-            cols = {name: getattr(self, name).a[rows] for name in SINK_COLUMNS}
-            for sink in self.sinks:
-                sink.add(cols, self.paths)
+            for lo in range(0, len(rows), self.block):
+                part = rows[lo:lo + self.block]
+                if self._staged + len(part) > self.block:
+                    self._hand_over()
+                k = self._staged
+                for name, col in self._stage.items():
+                    col[k:k + len(part)] = getattr(self, name).a[part]
+                self._staged = k + len(part)
         self.released += len(rows)
         self._drop(rows)
 
@@ -99,12 +112,23 @@ class FlowLog:
     def _drop(self, rows: np.ndarray) -> None:
         self.live.a[rows] = False
         self.n_live -= len(rows)
-        self._free = np.concatenate([self._free, rows])
+        self._free.ensure(self._n_free + len(rows))
+        self._free.a[self._n_free:self._n_free + len(rows)] = rows
+        self._n_free += len(rows)
         for name in ("start", "sent", "end"):   # a reused row starts blank, as a fresh one
             getattr(self, name).a[rows] = np.nan
 
+    def _hand_over(self) -> None:
+        """The staged flows to every sink."""
+        if self._staged:
+            cols = {name: col[:self._staged].copy() for name, col in self._stage.items()}
+            self._staged = 0
+            for sink in self.sinks:
+                sink.add(cols, self.paths)
+
     def close(self) -> None:
-        """The run is over: every sink closes (all rows must have been released)."""
+        """The run is over: the staged flows go out, every sink closes (all rows must have been released)."""
+        self._hand_over()
         for sink in self.sinks:
             sink.close(self.paths)
 
