@@ -148,9 +148,12 @@ def simulate(trace_df: pd.DataFrame, topology, algo: str = "auto", routing: str 
         ideal_log = run_ideal(graph, prep, opts, workload, timing="trace", progress=progress, label=label,
                               memo={})
         workload = replace(workload, step_gap_s=ideal_gaps(workload, ideal_log.op_end_s))
+    from sim.results.flowfile import FlowParquet   # flows_out: every flow to Parquet as flows finish
+
+    sinks = [FlowParquet(opts.flows_out, router.links)] if opts.flows_out else []
     log = run_engine(workload, prep, router, timing=timing, completion_quantile=quantile, bin_s=bin_s,
                      memoize=memoize and not processes, progress=progress, label=label, memo=records,
-                     processes=processes)
+                     processes=processes, sinks=sinks)
     if opts.ideal and ideal_log is None:
         ideal_log = run_ideal(graph, prep, opts, workload, timing=timing, progress=progress, label=label,
                               memo=nvlink_records(records, prep, router))
