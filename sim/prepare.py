@@ -21,7 +21,7 @@ from sim.engine.paths import path_latency_s
 from sim.engine.prepared import PreparedOp
 from sim.engine.workload import OpTable
 
-__all__ = ["LazyOps", "Preparer", "flow_key_base", "nvlink_records", "op_keys", "plan_op", "plan_p2p", "run_engine"]
+__all__ = ["LazyOps", "Plans", "Preparer", "flow_key_base", "nvlink_records", "op_keys", "plan_op", "plan_p2p", "run_engine"]
 
 
 def flow_key_base(comm: str) -> int:
@@ -34,6 +34,30 @@ def flow_key_base(comm: str) -> int:
     True
     """
     return zlib.crc32(comm.encode()) & 0x3FFFFFFF
+
+
+class Plans(dict):
+    """Transfer plans by op key, shared by the runs of one replay (the real fabric and the ideal
+    reference): a plan is dropped once ``uses`` runs have taken the last op of its key.
+
+    Examples
+    --------
+    >>> p = Plans(2); p["k"] = "plan"; p.done("k"); "k" in p
+    True
+    >>> p.done("k"); "k" in p
+    False
+    """
+
+    def __init__(self, uses: int = 1) -> None:
+        super().__init__()
+        self.uses = int(uses)
+        self.taken: Counter = Counter()
+
+    def done(self, key) -> None:
+        """One run has taken the last op of ``key``."""
+        self.taken[key] += 1
+        if self.taken[key] >= self.uses:
+            self.pop(key, None)
 
 
 class Preparer:
@@ -54,10 +78,16 @@ class Preparer:
         Trace metadata (rings per communicator, gpus_per_node).
     plan_options : dict
         Extra keyword arguments of ``plan_collective`` (e.g. ``channels``).
+    plans : dict or Plans, optional
+        Plans shared with another preparer (the ideal reference shares the real run's).
+    plan_uses : int
+        Runs that will take every op (1, or 2 with the ideal reference): with a :class:`Plans` made here,
+        a plan is dropped after its key's last op in the last of them.
     """
 
     def __init__(self, ops: OpTable, router, algo: str, graph: nx.Graph, meta: Mapping,
-                 plan_options: Mapping[str, Any] | None = None, plans: dict | None = None) -> None:
+                 plan_options: Mapping[str, Any] | None = None, plans: dict | None = None,
+                 plan_uses: int = 1) -> None:
         self.ops = ops
         self.router = router
         self._latency_us = router.links["latency_us"].to_numpy(np.float64)
@@ -70,7 +100,7 @@ class Preparer:
         self._records = ops.frame.to_dict("records")
         # plans depend on the graph only through servers and per-GPU link rates, which the ideal fabric
         # keeps: the real and the ideal run share them
-        self.plans: dict = {} if plans is None else plans
+        self.plans: dict = Plans(plan_uses) if plans is None else plans
         self._left = Counter(self.keys)   # ops of each key not taken yet (take())
 
     def __call__(self, op: int) -> PreparedOp:
@@ -89,6 +119,8 @@ class Preparer:
         self._left[key] -= 1
         if self._left[key] <= 0:
             self.cache.pop(key, None)
+            if isinstance(self.plans, Plans):
+                self.plans.done(key)
         return prep
 
 

@@ -139,7 +139,7 @@ def simulate(trace_df: pd.DataFrame, topology, algo: str = "auto", routing: str 
     # time-varying anomalies and user processes change capacities in time: records made at nominal
     # capacity would not replay exactly, so they switch memoisation off (the ideal run keeps it)
     processes = [*anomalies.window_processes(damage, router.links), *opts.processes]
-    prep = Preparer(ops, router, algo, damaged, meta, plan_options)
+    prep = Preparer(ops, router, algo, damaged, meta, plan_options, plan_uses=2 if opts.ideal else 1)
     records: dict = {}
     ideal_log = None
     if timing == "gaps" and opts.ideal and df["duration_s"].isna().any():

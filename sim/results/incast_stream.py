@@ -60,7 +60,7 @@ class IncastStream:
         Incidences waiting before a round runs.
     """
 
-    def __init__(self, links: pd.DataFrame, graph: nx.Graph, chunk: int = 1 << 20) -> None:
+    def __init__(self, links: pd.DataFrame, graph: nx.Graph, chunk: int = 1 << 18) -> None:
         self.links = links
         self.is_port, self.cap, self.lat_us, self.gpu_of_src = port_table(links, graph)
         self.chunk = int(chunk)
