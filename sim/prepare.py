@@ -7,6 +7,7 @@ per op identity (:func:`op_keys`), and handed to :class:`sim.engine.engine.Engin
 
 from __future__ import annotations
 
+import gc
 import zlib
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -275,4 +276,9 @@ def run_engine(workload, preparer: Preparer, router, *, timing: str, completion_
                     label=label, processes=processes, link_names=names,
                     flows=flows or ("sample" if link_stats else "none"),
                     sinks=[*([IncastStream(router.links, preparer.graph)] if link_stats else []), *sinks])
-    return engine.run()
+    log = engine.run()
+    # the engine, its network and clock point at each other (callbacks): collect them now, before the
+    # next run allocates its own, so two runs' per-flow arrays never coexist
+    del engine
+    gc.collect()
+    return log
