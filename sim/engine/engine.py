@@ -142,14 +142,15 @@ class Engine:
     sinks : sequence
         More receivers of every finished flow (:mod:`sim.engine.flowlog`), e.g. the streaming incast
         detection or a Parquet writer; a sink with ``set_horizon`` learns how to ask for the earliest
-        time a flow not handed out yet can start.
+        time a flow not handed out yet can start. ``sink_block`` flows are handed over at a time.
     """
 
     def __init__(self, workload: Workload, ops: Sequence[PreparedOp], network, *, timing: str = "asap",
                  bin_s: float | None = None, memoize: bool = True, memo: dict | None = None,
                  link_stats: bool = True, progress: Callable[[int], None] | None = None,
                  label: Callable[[int], str] | None = None, processes: Sequence[Callable] = (),
-                 link_names=None, flows: str = "keep", sinks: Sequence = (), sample_limit: int = 1 << 15) -> None:
+                 link_names=None, flows: str = "keep", sinks: Sequence = (), sample_limit: int = 1 << 15,
+                 sink_block: int = 1 << 16) -> None:
         if timing not in ("gaps", "trace", "asap"):
             raise SimError(f"timing {timing!r} is not one of: gaps, trace, asap")
         w = workload
@@ -173,7 +174,7 @@ class Engine:
         for sink in sinks:
             if hasattr(sink, "set_horizon"):
                 sink.set_horizon(self._horizon)
-        self.log = FlowLog(self.sinks, self.paths)
+        self.log = FlowLog(self.sinks, self.paths, block=sink_block)
         self.netproc = NetworkProcess(self.clock, network, self.stats, link_stats, self._network_done, link_names)
         self.runner = OpRunner(self.clock, self.netproc, self.paths, self.log, w.n_ops, self._finish)
         self.completion_quantile = float(getattr(network, "completion_quantile", 0.0))
@@ -254,18 +255,21 @@ class Engine:
         self.ops_done += 1
         if self.progress is not None:
             self.progress(1)
+        fl = self.inflight.get(op)
+        if fl is not None and fl.rec is not None:
+            if fl.rec.alive:
+                self._store(op, fl.rec, t, fl.footprint)
+            # the op's rows were held for the record: final now (released while the op still counts as
+            # in flight, so the sinks' horizon still covers their start times)
+            self.runner.hold[op] = False
+            if fl.rec.flow_ids:
+                self.log.release(np.concatenate(fl.rec.flow_ids))
         fl = self.inflight.pop(op, None)
         if fl is not None:
             self.link_users[fl.footprint] -= 1
             if fl.rec is not None:
                 self.recording -= 1
                 self.link_owner[fl.footprint] = -1
-                if fl.rec.alive:
-                    self._store(op, fl.rec, t, fl.footprint)
-                # the op's rows were held for the record: final now
-                self.runner.hold[op] = False
-                if fl.rec.flow_ids:
-                    self.log.release(np.concatenate(fl.rec.flow_ids))
         for step in self.op_step_idx[self.op_step_ptr[op]: self.op_step_ptr[op + 1]].tolist():
             self.step_left[step] -= 1
             if self.step_left[step] == 0:
