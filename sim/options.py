@@ -72,7 +72,7 @@ ALIASES: dict[str, str] = {"quantile": "completion_quantile"}
 #: Options that ``--set`` may not give: their own flag gives them, or they are not a value on a command line.
 _NOT_SET = {"algo": "--algo", "routing": "--routing", "seed": "--seed", "progress": "",
             "trace_name": "", "topology_params": "", "processes": "",
-            "model": "--model"}
+            "model": "--model", "flows_out": ""}
 
 
 def _doc(text: str, **meta: Any) -> dict[str, Any]:
@@ -122,6 +122,9 @@ class SimOptions:
     model : {"flow", "analytical", "both"}
         The tier: the flow-level event replay, per-collective bounds of the same plans with no event loop
         (:mod:`sim.analytical`), or both side by side.
+    flows_out : str, optional
+        Write every flow of the replay to this Parquet file as flows finish (:mod:`sim.results.flowfile`);
+        without it the run keeps only a bounded sample of its flows.
     """
 
     algo: str = field(default="auto", metadata=_doc("collective algorithm"))
@@ -141,6 +144,7 @@ class SimOptions:
     topology_params: Mapping[str, Any] = field(default_factory=dict, metadata=_doc("builder parameters"))
     processes: tuple[Callable, ...] = field(default=(), compare=False, metadata=_doc("user simpy processes"))
     model: str = field(default="flow", metadata=_doc("simulation tier"))
+    flows_out: str | None = field(default=None, metadata=_doc("per-flow Parquet output"))
 
     def __post_init__(self) -> None:
         for name, check in _CHECKS.items():
@@ -428,6 +432,7 @@ _CHECKS: dict[str, Callable[[Any], Any]] = {
     "topology_params": _params,
     "processes": _processes,
     "model": _choice("model", MODELS),
+    "flows_out": lambda v: None if v is None else str(v),
 }
 #: Every option name (the dataclass fields), in declaration order.
 OPTION_NAMES: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(SimOptions))

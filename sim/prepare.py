@@ -7,8 +7,10 @@ per op identity (:func:`op_keys`), and handed to :class:`sim.engine.engine.Engin
 
 from __future__ import annotations
 
+import gc
 import zlib
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import networkx as nx
@@ -20,8 +22,8 @@ from sim.engine.paths import path_latency_s
 from sim.engine.prepared import PreparedOp
 from sim.engine.workload import OpTable
 
-__all__ = ["Preparer", "flow_key_base", "nvlink_records", "op_keys", "plan_op", "plan_p2p", "run_engine",
-           "switch_leg_links"]
+__all__ = ["LazyOps", "Plans", "Preparer", "flow_key_base", "nvlink_records", "op_keys", "plan_op", "plan_p2p",
+           "run_engine", "switch_leg_links"]
 
 
 def flow_key_base(comm: str) -> int:
@@ -34,6 +36,30 @@ def flow_key_base(comm: str) -> int:
     True
     """
     return zlib.crc32(comm.encode()) & 0x3FFFFFFF
+
+
+class Plans(dict):
+    """Transfer plans by op key, shared by the runs of one replay (the real fabric and the ideal
+    reference): a plan is dropped once ``uses`` runs have taken the last op of its key.
+
+    Examples
+    --------
+    >>> p = Plans(2); p["k"] = "plan"; p.done("k"); "k" in p
+    True
+    >>> p.done("k"); "k" in p
+    False
+    """
+
+    def __init__(self, uses: int = 1) -> None:
+        super().__init__()
+        self.uses = int(uses)
+        self.taken: Counter = Counter()
+
+    def done(self, key) -> None:
+        """One run has taken the last op of ``key``."""
+        self.taken[key] += 1
+        if self.taken[key] >= self.uses:
+            self.pop(key, None)
 
 
 class Preparer:
@@ -54,10 +80,16 @@ class Preparer:
         Trace metadata (rings per communicator, gpus_per_node).
     plan_options : dict
         Extra keyword arguments of ``plan_collective`` (e.g. ``channels``).
+    plans : dict or Plans, optional
+        Plans shared with another preparer (the ideal reference shares the real run's).
+    plan_uses : int
+        Runs that will take every op (1, or 2 with the ideal reference): with a :class:`Plans` made here,
+        a plan is dropped after its key's last op in the last of them.
     """
 
     def __init__(self, ops: OpTable, router, algo: str, graph: nx.Graph, meta: Mapping,
-                 plan_options: Mapping[str, Any] | None = None, plans: dict | None = None) -> None:
+                 plan_options: Mapping[str, Any] | None = None, plans: dict | None = None,
+                 plan_uses: int = 1) -> None:
         self.ops = ops
         self.router = router
         self._latency_us = router.links["latency_us"].to_numpy(np.float64)
@@ -71,7 +103,8 @@ class Preparer:
         self._switch_links: dict = {}
         # plans depend on the graph only through servers and per-GPU link rates, which the ideal fabric
         # keeps: the real and the ideal run share them
-        self.plans: dict = {} if plans is None else plans
+        self.plans: dict = Plans(plan_uses) if plans is None else plans
+        self._left = Counter(self.keys)   # ops of each key not taken yet (take())
 
     def __call__(self, op: int) -> PreparedOp:
         key = self.keys[op]
@@ -81,15 +114,38 @@ class Preparer:
             self.cache[key] = hit
         return hit
 
+    def take(self, op: int) -> PreparedOp:
+        """``self(op)`` for an engine that asks once per op: a prepared op leaves the cache with the last
+        op of its key, so the cache holds only what later ops will use."""
+        prep = self(op)
+        key = self.keys[op]
+        self._left[key] -= 1
+        if self._left[key] <= 0:
+            self.cache.pop(key, None)
+            if isinstance(self.plans, Plans):
+                self.plans.done(key)
+        return prep
+
+
+    def plan(self, op: int, **overrides: Any):
+        """The transfer plan of op ``op`` (kept per op key until the run takes the key's last op).
+
+        With ``overrides`` (plan options, e.g. ``pxn=False``) a plan is made and not kept."""
+        rec = self._records[op]
+        plan = None if overrides else self.plans.get(self.keys[op])
+        if plan is None:
+            options = {**self.plan_options, **overrides}
+            if rec["kind"] == "p2p":
+                plan = plan_p2p(rec, self.algo, self.graph, options)
+            else:
+                plan = plan_op(rec, self.ops.splits[op], self.algo, self.graph, self.meta, options)
+            if not overrides:
+                self.plans[self.keys[op]] = plan
+        return plan
+
     def _prepare(self, op: int) -> PreparedOp:
         rec = self._records[op]
-        plan = self.plans.get(self.keys[op])
-        if plan is None:
-            if rec["kind"] == "p2p":
-                plan = plan_p2p(rec, self.algo, self.graph, self.plan_options)
-            else:
-                plan = plan_op(rec, self.ops.splits[op], self.algo, self.graph, self.meta, self.plan_options)
-            self.plans[self.keys[op]] = plan
+        plan = self.plan(op)
         src, dst = np.asarray(plan.src, np.int64), np.asarray(plan.dst, np.int64)
         nbytes = np.asarray(plan.bytes, np.float64)
         channel = np.asarray(plan.channel, np.int64)
@@ -172,6 +228,28 @@ def switch_leg_links(router, gpus: np.ndarray, legs: np.ndarray, cache: dict | N
     return out
 
 
+class LazyOps(Sequence):
+    """The prepared ops of a run, prepared when the engine first asks (:meth:`Preparer.take`).
+
+    Parameters
+    ----------
+    preparer : Preparer
+    n_ops : int
+    """
+
+    def __init__(self, preparer: Preparer, n_ops: int) -> None:
+        self.preparer = preparer
+        self.n_ops = n_ops
+
+    def __len__(self) -> int:
+        return self.n_ops
+
+    def __getitem__(self, op):
+        if isinstance(op, slice):
+            return [self[i] for i in range(*op.indices(self.n_ops))]
+        return self.preparer.take(int(op))
+
+
 def plan_op(rec: Mapping, split: np.ndarray | None, algo: str, graph: nx.Graph, meta: Mapping,
             options: Mapping[str, Any]):
     """:func:`sim.planning.collectives.plan_collective` for one collective op instance (ring orders from the
@@ -212,22 +290,27 @@ def nvlink_records(records: Mapping, preparer: Preparer, router) -> dict:
     """
     kinds = router.links["kind"].to_numpy()
     out = {}
-    none, no_ids = np.zeros(0), np.zeros(0, dtype=np.int64)
-    empty_flows = (no_ids, none, none, none, none)
     for key, rec in records.items():
-        prep = preparer.cache.get(key)
-        if prep is None or prep.footprint is None or len(prep.footprint) == 0:
+        fp = rec.footprint
+        if fp is None:   # a record made without its footprint: the prepared op has it
+            prep = preparer.cache.get(key)
+            fp = None if prep is None else prep.footprint
+        if fp is None or len(fp) == 0:
             continue
-        if (kinds[prep.footprint] == "nvlink").all():
-            out[key] = Record(rec.duration_s, none, none, np.zeros(1, dtype=np.int64), no_ids, none, no_ids,
-                              none, none, none, empty_flows)
+        if (kinds[fp] == "nvlink").all():
+            out[key] = Record.slim(rec.duration_s, fp)
     return out
 
 
 def run_engine(workload, preparer: Preparer, router, *, timing: str, completion_quantile: float,
                bin_s: float | None, memoize: bool, progress=None, label=None, link_stats: bool = True,
-               memo: dict | None = None, processes=()):
-    """One replay of ``workload`` over the routes of ``router``: every op prepared, then the engine run.
+               memo: dict | None = None, processes=(), flows: str | None = None, sinks=()):
+    """One replay of ``workload`` over the routes of ``router``: ops prepared as they start, the engine run.
+
+    Flows are streamed, not kept: with ``link_stats`` (the real fabric) incast is detected as flows
+    finish (:class:`sim.results.incast_stream.IncastStream`, the log's ``incast``) and the log keeps a
+    bounded sample of the flows (for ``timeline.json``); the ideal reference keeps none. ``flows``
+    (``keep`` / ``sample`` / ``none``) overrides that; ``sinks`` receive every finished flow too.
 
     Returns
     -------
@@ -235,11 +318,19 @@ def run_engine(workload, preparer: Preparer, router, *, timing: str, completion_
     """
     from sim.engine.engine import Engine
     from sim.network.flow_network import FlowNetwork
+    from sim.results.incast_stream import IncastStream
 
     cap = router.links["capacity_gbps"].to_numpy(np.float64) * 1e9 / 8
-    prepared = [preparer(op) for op in range(workload.n_ops)]
+    prepared = LazyOps(preparer, workload.n_ops)   # prepared as ops start, dropped after their key's last
     names = list(zip(router.links["src"].astype(str), router.links["dst"].astype(str), strict=True))
     engine = Engine(workload, prepared, FlowNetwork(cap, completion_quantile=completion_quantile), timing=timing,
                     bin_s=bin_s, memoize=memoize, memo=memo, link_stats=link_stats, progress=progress,
-                    label=label, processes=processes, link_names=names)
-    return engine.run()
+                    label=label, processes=processes, link_names=names,
+                    flows=flows or ("sample" if link_stats else "none"),
+                    sinks=[*([IncastStream(router.links, preparer.graph)] if link_stats else []), *sinks])
+    log = engine.run()
+    # the engine, its network and clock point at each other (callbacks): collect them now, before the
+    # next run allocates its own, so two runs' per-flow arrays never coexist
+    del engine
+    gc.collect()
+    return log

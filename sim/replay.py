@@ -53,8 +53,8 @@ def reference_durations(setup: ReplaySetup, preparer: Preparer) -> np.ndarray:
     relays = _plans_relay(preparer)
     for op, key in enumerate(preparer.keys):
         if key not in done:
-            preparer(op)   # plans (and routes) the op once; the replay reuses both
-            plan = _plan_without_relays(preparer, op) if relays else preparer.plans[key]
+            # kept for the replay (which routes it), except the relay-free plan made for the bound
+            plan = preparer.plan(op, pxn=False) if relays else preparer.plan(op)
             done[key] = plan_bound_s(plan, model)
         out[op] = done[key]
     return out
@@ -72,16 +72,6 @@ def _plans_relay(preparer: Preparer) -> bool:
     if mode is False:
         return False
     return bool(mode) or len(set(network_rails(preparer.graph).values())) > 1
-
-
-def _plan_without_relays(preparer: Preparer, op: int):
-    from sim.prepare import plan_op, plan_p2p
-
-    rec = preparer.ops.frame.iloc[op]
-    options = {**preparer.plan_options, "pxn": False}
-    if rec["kind"] == "p2p":
-        return plan_p2p(rec, preparer.algo, preparer.graph, options)
-    return plan_op(rec, preparer.ops.splits[op], preparer.algo, preparer.graph, preparer.meta, options)
 
 
 def run_reference(workload: Workload, ideal_s: np.ndarray, timing: str) -> IdealLog:
@@ -226,9 +216,12 @@ def simulate(trace_df: pd.DataFrame, topology, algo: str = "auto", routing: str 
             ideal_log = run_reference(workload, ideal_s, timing)
         except SimError as exc:   # a deadlocked trace: the engine's own message says more
             deadlock = exc
+    from sim.results.flowfile import FlowParquet  # flows_out: every flow to Parquet as flows finish
+
+    sinks = [FlowParquet(opts.flows_out, router.links)] if opts.flows_out else []
     log = run_engine(workload, prep, router, timing=timing, completion_quantile=quantile, bin_s=bin_s,
                      memoize=memoize and not processes, progress=progress, label=label, memo={},
-                     processes=processes)
+                     processes=processes, sinks=sinks)
     if deadlock is not None:
         raise deadlock
     if user_progress is not None:

@@ -35,13 +35,14 @@ network's batching, which looks at every flow in flight, is the one coupling a r
 from __future__ import annotations
 
 import inspect
+from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 import numpy as np
 
 from sim.engine.clock import EVENT, START, Clock
-from sim.engine.flowlog import FlowLog
+from sim.engine.flowlog import FlowKeep, FlowLog, FlowSample
+from sim.engine.log import EngineLog
 from sim.engine.materialise import materialise
 from sim.engine.memo import InFlight, Record, Recording, footprints_overlap
 from sim.engine.netproc import NetworkProcess
@@ -53,31 +54,6 @@ from sim.engine.workload import Workload
 from sim.errors import SimError
 
 __all__ = ["Engine", "EngineLog"]
-
-
-@dataclass
-class EngineLog:
-    """What one replay produced: per-op times, the flow log and the per-link statistics."""
-
-    op_start_s: np.ndarray
-    op_end_s: np.ndarray
-    op_algo: list[str]
-    op_flows: np.ndarray
-    flow_op: np.ndarray
-    flow_path: np.ndarray
-    flow_bytes: np.ndarray
-    flow_start_s: np.ndarray
-    flow_sent_s: np.ndarray
-    flow_end_s: np.ndarray
-    paths: PathTable
-    link_stats: LinkStats
-    makespan_s: float
-    memo_hits: int = 0
-    memo_records: int = 0
-    network_events: int = 0
-    memo_materialised: int = 0
-    step_issue_s: np.ndarray | None = None   # when each step was issued (rank programs: ``workload``)
-    workload: Workload | None = None
 
 
 def _op_label(op: int) -> str:
@@ -112,13 +88,21 @@ class Engine:
         ``fn(env, net)`` generators started with the run (``net``: the :class:`NetworkProcess`).
     link_names : sequence of (str, str), optional
         ``(src, dst)`` per link, for ``net.cable_links``.
+    flows : {"keep", "sample", "none"}
+        What the returned log holds of the flows: all of them, a bounded sample (``sample_limit``), or
+        none (then memory grows with the flows in flight only, not with the run's flows).
+    sinks : sequence
+        More receivers of every finished flow (:mod:`sim.engine.flowlog`), e.g. the streaming incast
+        detection or a Parquet writer; a sink with ``set_horizon`` learns how to ask for the earliest
+        time a flow not handed out yet can start. ``sink_block`` flows are handed over at a time.
     """
 
     def __init__(self, workload: Workload, ops: Sequence[PreparedOp], network, *, timing: str = "asap",
                  bin_s: float | None = None, memoize: bool = True, memo: dict | None = None,
                  link_stats: bool = True, progress: Callable[[int, float], None] | None = None,
                  label: Callable[[int], str] | None = None, processes: Sequence[Callable] = (),
-                 link_names=None) -> None:
+                 link_names=None, flows: str = "keep", sinks: Sequence = (), sample_limit: int = 1 << 15,
+                 sink_block: int = 1 << 16) -> None:
         if timing not in ("gaps", "trace", "asap"):
             raise SimError(f"timing {timing!r} is not one of: gaps, trace, asap")
         w = workload
@@ -135,7 +119,14 @@ class Engine:
         self.keep_stats = link_stats
         # the engine's own table of the ops' paths (their latencies come with the prepared ops)
         self.paths = PathTable(cap * 8e-9, np.zeros(len(cap)))
-        self.log = FlowLog()
+        if flows not in ("keep", "sample", "none"):
+            raise SimError(f"flows {flows!r} is not one of: keep, sample, none")
+        self.kept = FlowKeep() if flows == "keep" else FlowSample(sample_limit) if flows == "sample" else None
+        self.sinks = [*([self.kept] if self.kept is not None else []), *sinks]
+        for sink in sinks:
+            if hasattr(sink, "set_horizon"):
+                sink.set_horizon(self._horizon)
+        self.log = FlowLog(self.sinks, self.paths, block=sink_block)
         self.netproc = NetworkProcess(self.clock, network, self.stats, link_stats, self._network_done, link_names)
         self.runner = OpRunner(self.clock, self.netproc, self.paths, self.log, w.n_ops, self._finish)
         self.completion_quantile = float(getattr(network, "completion_quantile", 0.0))
@@ -156,6 +147,10 @@ class Engine:
         self.just_started: list[int] = []
         self._batch_at: float | None = None
         self.memo: dict = {} if memo is None else memo
+        # ops of each key not started yet: an op is recorded only when a later one can replay it, and a
+        # record is cut down (Record.spent) once no op of its key is left and its replays have ended
+        self.key_left = Counter(k for k in w.op_key if k is not None)
+        self.replaying: Counter = Counter()
         self.inflight: dict[int, InFlight] = {}
         self.link_users = np.zeros(len(cap), dtype=np.int64)
         self.link_owner = np.full(len(cap), -1, dtype=np.int64)  # a recording op's links
@@ -212,14 +207,21 @@ class Engine:
         self.ops_done += 1
         if self.progress is not None:
             self.progress(1, t)
+        fl = self.inflight.get(op)
+        if fl is not None and fl.rec is not None:
+            if fl.rec.alive:
+                self._store(op, fl.rec, t, fl.footprint)
+            # the op's rows were held for the record: final now (released while the op still counts as
+            # in flight, so the sinks' horizon still covers their start times)
+            self.runner.hold[op] = False
+            if fl.rec.flow_ids:
+                self.log.release(np.concatenate(fl.rec.flow_ids))
         fl = self.inflight.pop(op, None)
         if fl is not None:
             self.link_users[fl.footprint] -= 1
             if fl.rec is not None:
                 self.recording -= 1
                 self.link_owner[fl.footprint] = -1
-                if fl.rec.alive:
-                    self._store(op, fl.rec, t)
         for step in self.op_step_idx[self.op_step_ptr[op]: self.op_step_ptr[op + 1]].tolist():
             self.step_left[step] -= 1
             if self.step_left[step] == 0:
@@ -254,30 +256,34 @@ class Engine:
                             fl.rec.alive = False
             alone = not busy and (batch is None or not (batch[fp] > 1).any())
             key = self.w.op_key[op]
+            if key is not None:
+                self.key_left[key] -= 1
             memo_ok = self.memoize and key is not None and alone
             if memo_ok and key in self.memo:
-                self._replay(op, key, fp, t)
+                self._replay(op, key, prep, fp, t)
                 continue
-            rec = Recording(t) if memo_ok else None
-            self.inflight[op] = InFlight(fp, False, rec)
+            # record only when a later op of the same key may replay it (most ops never repeat)
+            rec = Recording(t) if memo_ok and self.key_left[key] > 0 else None
+            self.inflight[op] = InFlight(fp, False, rec, prep=prep)
             self.link_users[fp] += 1
             if rec is not None:
                 self.recording += 1
                 self.link_owner[fp] = op
+                self.runner.hold[op] = True
             self.runner.launch(op, prep, t)
 
     def _materialise(self, op: int, fl: InFlight, t: float) -> None:
         materialise(self, op, fl, t)
         self.materialised += 1
 
-    def _replay(self, op: int, key, fp: np.ndarray, t: float) -> None:
+    def _replay(self, op: int, key, prep: PreparedOp, fp: np.ndarray, t: float) -> None:
         rec: Record = self.memo[key]
         self.memo_hits += 1
+        self.replaying[key] += 1
         f_sub, f_bytes, f_start, f_sent, f_end = rec.flows
-        f_path = self.runner.sub_path(self.ops[op])[f_sub]
-        n0 = self.log.n
+        f_path = self.runner.sub_path(prep)[f_sub]
         rows = self.log.append(len(f_path))
-        self.inflight[op] = InFlight(fp, True, None, t, key, (n0, self.log.n))
+        self.inflight[op] = InFlight(fp, True, None, t, key, rows, prep)
         self.link_users[fp] += 1
         if len(f_path):
             log = self.log
@@ -289,22 +295,29 @@ class Engine:
             log.sent.a[rows] = t + f_sent
             log.end.a[rows] = t + f_end
             self.runner.op_flows[op] += len(f_path)
-        self.clock.call_at(t + rec.duration_s, EVENT, self._replay_end, op, t)
+        self.clock.call_at(t + rec.duration_s, EVENT, self._replay_end, op, key, t)
 
-    def _replay_end(self, op: int, t0: float) -> None:
+    def _replay_end(self, op: int, key, t0: float) -> None:
+        self.replaying[key] -= 1
         fl = self.inflight.get(op)
-        if fl is None or not fl.virtual or fl.t0 != t0:
-            return   # materialised meanwhile: it ends as an explicit run
-        if self.keep_stats:
-            self.stats.add_record(t0, self.memo[fl.key])
-        self._finish(op)
+        if fl is not None and fl.virtual and fl.t0 == t0:   # else materialised meanwhile: ends explicitly
+            if self.keep_stats:
+                self.stats.add_record(t0, self.memo[key])
+            self.log.release(fl.rows)
+            self._finish(op)
+        self._spend(key)
+
+    def _spend(self, key) -> None:
+        """Cut the record of ``key`` down once no op of that key is left to start or being replayed."""
+        if self.key_left[key] <= 0 and self.replaying[key] <= 0 and key in self.memo:
+            self.memo[key] = self.memo[key].spent()
 
     def _record_flows(self, op_arr: np.ndarray, rows: np.ndarray) -> None:
         if not self.recording:
             return
         for op in np.unique(op_arr).tolist():
             fl = self.inflight.get(op)
-            if fl is not None and fl.rec is not None and fl.rec.alive:
+            if fl is not None and fl.rec is not None:   # held until the op ends, even if the record dies
                 fl.rec.flow_ids.append(rows[op_arr == op])  # log rows of the recorded op's flows
 
     def _record_segment(self, a: float, b: float, delta: np.ndarray) -> None:
@@ -325,13 +338,15 @@ class Engine:
             m = owners == op
             rec.segments.append((a - rec.t0, b - rec.t0, idx[m], vals[m]))
 
-    def _store(self, op: int, rec: Recording, t: float) -> None:
+    def _store(self, op: int, rec: Recording, t: float, footprint: np.ndarray) -> None:
         ids = np.concatenate(rec.flow_ids) if rec.flow_ids else np.zeros(0, dtype=np.int64)
         t0, log = rec.t0, self.log
         flows = (log.sub.a[ids], log.bytes.a[ids], log.start.a[ids] - t0, log.sent.a[ids] - t0,
                  log.end.a[ids] - t0)
-        self.memo[self.w.op_key[op]] = Record.build(t - t0, rec.segments, self.stats.cap, flows)
+        key = self.w.op_key[op]
+        self.memo[key] = Record.build(t - t0, rec.segments, self.stats.cap, flows, footprint)
         self.memo_records += 1
+        self._spend(key)
 
     # -- main loop ----------------------------------------------------------------------------------
     def run(self) -> EngineLog:
@@ -351,14 +366,26 @@ class Engine:
         self._check_complete()
         self.stats.flush()
         makespan = float(np.nanmax(self.op_end)) if w.n_ops and not np.all(np.isnan(self.op_end)) else 0.0
-        cols = self.log.columns()
+        self.log.close()
+        cols = self.kept.columns() if self.kept is not None else FlowKeep().columns()
+        incast = next((s.table for s in self.sinks if hasattr(s, "table")), None)
         return EngineLog(
             op_start_s=self.op_start, op_end_s=self.op_end, op_algo=self.op_algo, op_flows=self.runner.op_flows,
             flow_op=cols["op"], flow_path=cols["path"], flow_bytes=cols["bytes"], flow_start_s=cols["start"],
             flow_sent_s=cols["sent"], flow_end_s=cols["end"], paths=self.paths, link_stats=self.stats,
             makespan_s=makespan, memo_hits=self.memo_hits, memo_records=self.memo_records,
             network_events=self.netproc.events, memo_materialised=self.materialised,
-            step_issue_s=self.step_issue, workload=self.w)
+            step_issue_s=self.step_issue, workload=self.w, n_flows=self.log.released,
+            flow_stride=self.kept.stride if self.kept is not None else 0, incast=incast,
+            prepare=getattr(self.ops, "preparer", None) or self.ops.__getitem__, peak_live_flows=self.log.n)
+
+    def _horizon(self) -> float:
+        """No flow handed to the sinks from now on starts before this time: flows still to come belong
+        to ops in flight (they start at or after their op) or to ops not started yet (at or after now)."""
+        t = float(self.clock.now)
+        if self.inflight:
+            t = min(t, float(self.op_start[list(self.inflight)].min()))
+        return t
 
     def _check_complete(self) -> None:
         missing = np.flatnonzero(np.isnan(self.op_end))

@@ -44,7 +44,7 @@ def materialise(engine, op: int, fl: InFlight, now: float) -> None:
         The op's entry (``virtual``); turned explicit.
     now : float
     """
-    prep = engine.ops[op]
+    prep = fl.prep
     clock = Clock(initial_time=fl.t0)
     scratch_log = FlowLog()
     net = FlowNetwork(engine.netproc.net.capacity, completion_quantile=engine.completion_quantile)
@@ -58,9 +58,8 @@ def materialise(engine, op: int, fl: InFlight, now: float) -> None:
 
     # the replay's rows leave the log; the scratch run's rows take their place
     live = engine.runner
-    lo, hi = fl.rows
-    engine.log.kill(np.arange(lo, hi, dtype=np.int64))
-    live.op_flows[op] += runner.op_flows[op] - (hi - lo)
+    engine.log.kill(fl.rows)
+    live.op_flows[op] += runner.op_flows[op] - len(fl.rows)
     n = scratch_log.n
     rows = engine.log.append(n)
     for name in _LOG_COLUMNS:
@@ -68,12 +67,15 @@ def materialise(engine, op: int, fl: InFlight, now: float) -> None:
 
     # flows in flight re-enter the live network with the bytes they have left
     ids, _ = net.active_flows()
+    final = np.ones(n, dtype=bool)
     if len(ids):
         left = net.remaining_bytes(ids)
         srow = runner.net_row.a[ids]
+        final[srow] = False
         link_ptr, link_idx = csr_take(engine.paths.ptr, engine.paths.links, scratch_log.path.a[srow])
         live_ids = engine.netproc.add(now, link_ptr, link_idx, left)
         live.map_flows(live_ids, rows[srow])
+    engine.log.release(rows[final])   # the flows that finished alone are final; the others finish live
 
     # transfer counters, pending transfers and future events move over
     if op in runner.runs:

@@ -5,6 +5,11 @@ with another op's flows runs exactly as it would alone. An op's *footprint* is t
 use. The engine (:mod:`sim.engine.engine`) records an op that ran start to end with no other op in flight
 on its footprint (:class:`Recording` while it runs, :class:`Record` when it ends) under its identity
 (``Workload.op_key``), and replays a later op with the same key that starts with its footprint free.
+
+Records cost memory (per-segment link bytes and the op's flows), so the engine records only ops whose key
+occurs again later in the run (counted from the workload before it starts), and once the last op of a key
+has started and its replays have ended, the record is cut down to what later readers need
+(:meth:`Record.spent`: duration and footprint; the ideal reference reuses the durations of NVLink-only ops).
 """
 
 from __future__ import annotations
@@ -35,9 +40,28 @@ class Record:
     link_peak_rate: np.ndarray
     link_busy90_s: np.ndarray
     flows: tuple
+    footprint: np.ndarray | None = None
 
     @classmethod
-    def build(cls, duration_s: float, segments: list, cap: np.ndarray, flows: tuple) -> Record:
+    def slim(cls, duration_s: float, footprint: np.ndarray | None = None) -> Record:
+        """A record with a duration (and footprint) only: no link statistics, no flows.
+
+        Examples
+        --------
+        >>> r = Record.slim(2e-6, np.array([3, 4])); r.duration_s, len(r.seg_a), len(r.flows[0])
+        (2e-06, 0, 0)
+        """
+        none, no_ids = np.zeros(0), np.zeros(0, dtype=np.int64)
+        return cls(duration_s, none, none, np.zeros(1, dtype=np.int64), no_ids, none, no_ids, none, none, none,
+                   (no_ids, none, none, none, none), footprint)
+
+    def spent(self) -> Record:
+        """This record without its link statistics and flows (no op of its key is left to replay it)."""
+        return Record.slim(self.duration_s, self.footprint)
+
+    @classmethod
+    def build(cls, duration_s: float, segments: list, cap: np.ndarray, flows: tuple,
+              footprint: np.ndarray | None = None) -> Record:
         """A record from a :class:`Recording`'s segments ``(a, b, link ids, bytes)`` (times from the op's
         start), the per-link capacity (for the 90 % threshold) and the flow columns."""
         if segments:
@@ -61,7 +85,8 @@ class Record:
         np.maximum.at(peak, inv, rate)
         hot = rate >= 0.9 * cap[seg_idx] * (1 - 1e-9)
         busy = np.bincount(inv[hot], weights=dur[hot], minlength=len(link_idx))
-        return cls(duration_s, seg_a, seg_b, seg_ptr, seg_idx, seg_vals, link_idx, link_bytes, peak, busy, flows)
+        return cls(duration_s, seg_a, seg_b, seg_ptr, seg_idx, seg_vals, link_idx, link_bytes, peak, busy, flows,
+                   footprint)
 
 
 @dataclass
@@ -85,7 +110,8 @@ class InFlight:
     rec: Recording | None
     t0: float = 0.0
     key: object = None
-    rows: tuple[int, int] = (0, 0)
+    rows: np.ndarray | None = None   # flow-log rows of a replayed op's flows
+    prep: object = None              # its PreparedOp
 
 
 def footprints_overlap(a: np.ndarray, b: np.ndarray) -> bool:

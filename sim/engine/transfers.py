@@ -10,6 +10,7 @@ the batch of sub-flows an event carries, not per flow.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -54,7 +55,10 @@ class OpRunner:
         ``on_finish(op)``, called at the time op ``op`` ends.
     track : bool
         Keep the events not fired yet in ``future`` (a scratch run hands them over, see
-        :mod:`sim.engine.materialise`).
+        :mod:`sim.engine.materialise`); such a run also keeps its log rows (no release).
+
+    Log rows of finished network flows are released (:meth:`FlowLog.release`) as the flows finish, except
+    for ops marked in ``hold`` (being recorded: the engine releases their rows when the op ends).
     """
 
     def __init__(self, clock: Clock, netproc: NetworkProcess, paths: PathTable, log: FlowLog, n_ops: int,
@@ -74,6 +78,8 @@ class OpRunner:
         self._flush_at: float | None = None
         self.future: dict[int, tuple] | None = {} if track else None
         self._n_future = 0
+        self.release_done = not track
+        self.hold = np.zeros(n_ops, dtype=bool)
 
     # -- events -------------------------------------------------------------------------------------
     def schedule(self, t: float, kind: str, *args) -> None:
@@ -109,6 +115,8 @@ class OpRunner:
         if ids is None:
             ids, _ = self.paths.add(prep.sub_link_ptr, prep.sub_link_idx)
             self._sub_path[id(prep)] = ids
+            # the entry lives as long as the prepared op (the preparer drops ops no later op needs)
+            weakref.finalize(prep, self._sub_path.pop, id(prep), None)
         return ids
 
     # -- starting transfers ---------------------------------------------------------------------------
@@ -214,7 +222,10 @@ class OpRunner:
         log.sent.a[rows] = sent
         end = sent + log.lat.a[rows]
         log.end.a[rows] = end
-        self._completions(log.op.a[rows], log.sub.a[rows], np.maximum(end, t), t)
+        ops, subs = log.op.a[rows], log.sub.a[rows]
+        if self.release_done:   # final now, unless their op is being recorded (released when it ends)
+            log.release(rows[~self.hold[ops]])
+        self._completions(ops, subs, np.maximum(end, t), t)
 
     def _completions(self, ops: np.ndarray, subs: np.ndarray, t_done: np.ndarray, now: float) -> None:
         """Sub-flows of ``ops`` finish at ``t_done`` (bytes sent plus latency).

@@ -188,13 +188,10 @@ def worst_collectives(coll: pd.DataFrame, roles: pd.Series, log, link_names: pd.
     width, bins = log.link_stats.binned(log.makespan_s)
     cap = link_names["capacity_gbps"].to_numpy(np.float64) * 1e9 / 8
     names = (link_names["src"].astype(str) + "->" + link_names["dst"].astype(str)).to_numpy()
-    ptr, plinks = log.paths.ptr, log.paths.links
     out = []
     for i in top.tolist():
         r = coll.iloc[i]
-        flows = np.flatnonzero(log.flow_op == i)
-        used = np.unique(np.concatenate([plinks[ptr[p]:ptr[p + 1]] for p in np.unique(log.flow_path[flows])]
-                                        or [np.zeros(0, np.int64)])).astype(np.int64)
+        used = log.used_links(i)   # the links its flows crossed (the engine streams flows, not keeps them)
         item = {"comm": str(r["comm"]), "seq": int(r["seq"]), "op": str(r["op"]), "role": str(roles.iloc[i]),
                 "bytes": int(r["bytes"]), "start_s": float(r["start_s"]), "duration_s": float(r["duration_s"]),
                 "ideal_s": float(r["ideal_s"]), "slowdown": float(r["slowdown"]),

@@ -46,7 +46,8 @@ def build_result(*, ops, log: EngineLog, ideal: IdealLog | None, router, graph: 
     coll = metrics.collectives_table(ops, log, ideal)
     links = metrics.links_table(router.links, log.link_stats, log.makespan_s)
     series = metrics.link_timeseries(router.links, log.link_stats, log.makespan_s)
-    incast = incast_events(log, router.links, graph)
+    # streamed by the engine as flows finished (sim.results.incast_stream), else swept over the whole log
+    incast = log.incast if log.incast is not None else incast_events(log, router.links, graph)
     imbalance = metrics.ecmp_imbalance(links, graph)
     extra = {
         "timing": timing, "algo": algo, "routing": routing, "seed": int(seed),
@@ -59,7 +60,7 @@ def build_result(*, ops, log: EngineLog, ideal: IdealLog | None, router, graph: 
     }
     summary = metrics.summary(trace=trace_name, topology=str(graph.graph.get("name", "topology")),
                               world_size=world_size, coll=coll, links=links, incast=incast, log=log,
-                              ideal_log=ideal, imbalance=imbalance, n_flows=len(log.flow_path), extra=extra)
+                              ideal_log=ideal, imbalance=imbalance, n_flows=log.n_flows, extra=extra)
     summary.update(answer_figures(coll=coll, links=links, log=log, ideal_log=ideal, graph=graph,
                                   link_names=router.links, roles=roles, world_size=world_size, timing=timing))
     summary["sim_wall_s"] = time.perf_counter() - wall0

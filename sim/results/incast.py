@@ -9,6 +9,11 @@ port's capacity. Its estimated burst, the bytes the port must buffer before the 
 (demand - capacity) x one round trip, the round trip being twice the median one-way path latency of the
 flows crossing the port (flow-level simulation shares bandwidth instantly; a real fabric reacts after about
 one RTT, which is when congestion control or PFC would act).
+
+Two implementations give the same events: :func:`incast_events` sweeps a whole flow log after the run;
+:class:`IncastStream` (:mod:`sim.results.incast_stream`) is a sink of the engine's flow log that sweeps as
+flows finish, holding only what is not final yet (the engine's default, so that memory does not grow with
+the run's flows).
 """
 
 from __future__ import annotations
@@ -21,6 +26,68 @@ from sim.engine.csr import csr_take
 
 INCAST_COLUMNS = ("port", "t_start_s", "t_end_s", "fanin", "demand_gbps", "capacity_gbps", "est_buffer_bytes")
 _SWITCH_KINDS = frozenset({"leaf", "spine", "core", "rail", "crossbar"})
+
+
+def empty_incast() -> pd.DataFrame:
+    """An incast table with no event (the columns and dtypes of :func:`incast_events`)."""
+    return _empty()
+
+
+def port_table(links: pd.DataFrame, graph: nx.Graph) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per directed link: is it a switch egress port, its capacity (Gbps), its latency (us), and the GPU
+    it leaves from (-1: not a GPU)."""
+    kind = nx.get_node_attributes(graph, "kind")
+    src_names = links["src"].to_numpy()
+    is_port = np.array([kind.get(s) in _SWITCH_KINDS for s in src_names]) & (links["kind"].to_numpy() != "nvlink")
+    cap = links["capacity_gbps"].to_numpy(np.float64)
+    lat_us = links["latency_us"].to_numpy(np.float64)
+    gpu_of_src = np.array([int(str(s)[3:]) if kind.get(s) == "gpu" else -1 for s in src_names], dtype=np.int64)
+    return is_port, cap, lat_us, gpu_of_src
+
+
+def path_table(ptr: np.ndarray, plinks: np.ndarray, cap: np.ndarray, lat_us: np.ndarray,
+               gpu_of_src: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per path incidence: the upstream line rate (slowest earlier link; inf at the first); per path: its
+    one-way latency (s) and its sender GPU (-1 for a path without links)."""
+    n_paths = len(ptr) - 1
+    deg = np.diff(ptr)
+    inc_path = np.repeat(np.arange(n_paths), deg)
+    capi = pd.Series(cap[plinks])
+    upstream = capi.groupby(inc_path).cummin().groupby(inc_path).shift(1).fillna(np.inf).to_numpy()
+    path_lat_s = np.bincount(inc_path, weights=lat_us[plinks], minlength=n_paths) * 1e-6
+    path_sender = np.full(n_paths, -1, dtype=np.int64)
+    nz = deg > 0
+    path_sender[nz] = gpu_of_src[plinks[ptr[:-1][nz]]]
+    return upstream, path_lat_s, path_sender
+
+
+def events_frame(links: pd.DataFrame, e_port, e_t0, e_t1, e_fanin, e_demand, e_rtt) -> pd.DataFrame:
+    """The incast table from per-event arrays (ports as link ids), sorted by start time and port."""
+    cap = links["capacity_gbps"].to_numpy(np.float64)
+    e_cap = cap[e_port]
+    names = (links["src"].astype(str) + "->" + links["dst"].astype(str)).to_numpy()
+    out = pd.DataFrame({
+        "port": names[e_port], "t_start_s": e_t0, "t_end_s": e_t1, "fanin": np.asarray(e_fanin).astype(np.int64),
+        "demand_gbps": e_demand, "capacity_gbps": e_cap,
+        "est_buffer_bytes": np.clip(e_demand - e_cap, 0, None) * 1e9 / 8 * e_rtt,
+    })
+    return out.sort_values(["t_start_s", "port"], kind="stable").reset_index(drop=True)
+
+
+def group_running_max(gid: np.ndarray, vals: np.ndarray) -> np.ndarray:
+    """Running maximum of ``vals`` inside each run of equal ``gid`` (non-decreasing), exactly: the values
+    are replaced by their ranks, so the group offsets are integers (a float offset would round them).
+
+    Examples
+    --------
+    >>> group_running_max(np.array([0, 0, 1, 1]), np.array([3e-3, 1e-3, 2e-3, 5e-3])).tolist()
+    [0.003, 0.003, 0.002, 0.005]
+    """
+    if len(vals) == 0:
+        return np.zeros(0)
+    uniq, rank = np.unique(vals, return_inverse=True)
+    off = np.asarray(gid, dtype=np.int64) * len(uniq)
+    return uniq[np.maximum.accumulate(rank.astype(np.int64) + off) - off]
 
 
 def _empty() -> pd.DataFrame:
@@ -49,24 +116,10 @@ def incast_events(log, links: pd.DataFrame, graph: nx.Graph) -> pd.DataFrame:
     n_flows = len(log.flow_path)
     if n_flows == 0:
         return _empty()
-    kind = nx.get_node_attributes(graph, "kind")
-    src_names = links["src"].to_numpy()
-    is_port = np.array([kind.get(s) in _SWITCH_KINDS for s in src_names]) & (links["kind"].to_numpy() != "nvlink")
-    cap = links["capacity_gbps"].to_numpy(np.float64)
-    lat_us = links["latency_us"].to_numpy(np.float64)
-    gpu_of_src = np.array([int(str(s)[3:]) if kind.get(s) == "gpu" else -1 for s in src_names], dtype=np.int64)
-
+    is_port, cap, lat_us, gpu_of_src = port_table(links, graph)
     # per path incidence: upstream line rate (slowest earlier link), path latency, sender GPU
     ptr, plinks = log.paths.ptr, log.paths.links
-    n_paths = len(ptr) - 1
-    deg = np.diff(ptr)
-    inc_path = np.repeat(np.arange(n_paths), deg)
-    capi = pd.Series(cap[plinks])
-    upstream = capi.groupby(inc_path).cummin().groupby(inc_path).shift(1).fillna(np.inf).to_numpy()
-    path_lat_s = np.bincount(inc_path, weights=lat_us[plinks], minlength=n_paths) * 1e-6
-    path_sender = np.full(n_paths, -1, dtype=np.int64)
-    nz = deg > 0
-    path_sender[nz] = gpu_of_src[plinks[ptr[:-1][nz]]]
+    upstream, path_lat_s, path_sender = path_table(ptr, plinks, cap, lat_us, gpu_of_src)
 
     # expand to flows, keep switch egress ports and flows that moved bytes for a while
     t0 = log.flow_start_s
@@ -93,12 +146,11 @@ def incast_events(log, links: pd.DataFrame, graph: nx.Graph) -> pd.DataFrame:
 
     # merge each (port, sender)'s overlapping intervals: one sender counts once
     order = np.lexsort((a, sender, port))
-    port, sender, a, b, rate = port[order], sender[order], a[order], b[order], rate[order]
+    # plat travels with its incidence (it was left in the old order: round trips of the wrong flows)
+    port, sender, a, b, rate, plat = port[order], sender[order], a[order], b[order], rate[order], plat[order]
     grp_new = np.r_[True, (port[1:] != port[:-1]) | (sender[1:] != sender[:-1])]
     gid = np.cumsum(grp_new) - 1
-    span = float(b.max() - min(a.min(), 0.0)) + 1.0
-    off = gid * span
-    run_max = np.maximum.accumulate(b + off) - off
+    run_max = group_running_max(gid, b)
     new_iv = grp_new | np.r_[True, a[1:] > run_max[:-1]]
     iv_id = np.cumsum(new_iv) - 1
     starts = np.flatnonzero(new_iv)
@@ -144,14 +196,7 @@ def incast_events(log, links: pd.DataFrame, graph: nx.Graph) -> pd.DataFrame:
     # per-port round trip: twice the median one-way latency of the flows through it
     rtt = pd.Series(plat).groupby(port).median() * 2
     e_rtt = rtt.reindex(e_port).to_numpy()
-    e_cap = cap[e_port]
-    names = (links["src"].astype(str) + "->" + links["dst"].astype(str)).to_numpy()
-    out = pd.DataFrame({
-        "port": names[e_port], "t_start_s": e_t0, "t_end_s": e_t1, "fanin": e_fanin.astype(np.int64),
-        "demand_gbps": e_demand, "capacity_gbps": e_cap,
-        "est_buffer_bytes": np.clip(e_demand - e_cap, 0, None) * 1e9 / 8 * e_rtt,
-    })
-    return out.sort_values(["t_start_s", "port"], kind="stable").reset_index(drop=True)
+    return events_frame(links, e_port, e_t0, e_t1, e_fanin, e_demand, e_rtt)
 
 
-__all__ = ["INCAST_COLUMNS", "incast_events"]
+__all__ = ["INCAST_COLUMNS", "empty_incast", "events_frame", "group_running_max", "incast_events", "path_table", "port_table"]

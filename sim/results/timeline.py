@@ -199,14 +199,17 @@ def _counter_events(result) -> list[dict]:
 def timeline_events(result) -> dict:
     """The whole Trace Event Format document (see the module docstring)."""
     world = int(result.summary.get("world_size") or 1)
-    n_flows = int(len(result.log.flow_path))
-    stride = flow_stride(n_flows)
+    # the engine hands over every flow (stride 1) or every k-th in finishing order: sample that again
+    n_flows = int(getattr(result.log, "n_flows", len(result.log.flow_path)))
+    kept_stride = max(1, int(getattr(result.log, "flow_stride", 1)))
+    sub = flow_stride(len(result.log.flow_path))
     procs = [{"ph": "M", "pid": p, "name": "process_name", "args": {"name": n}}
              for p, n in ((_PID_COLL, "collectives (one track per rank)"), (_PID_FLOW, "flows (by source GPU)"),
                           (_PID_LINK, "hot links (utilisation %)"))]
     procs += [{"ph": "M", "pid": p, "name": "process_sort_index", "args": {"sort_index": p}} for p in (1, 2, 3)]
     coll, binds = _collective_events(result, world)
-    flows, written = _flow_events(result, binds, stride)
+    flows, written = _flow_events(result, binds, sub)
+    stride = kept_stride * sub
     other = {"flows_total": n_flows, "flows_written": written, "flow_sampling_stride": stride,
              "sampling": "every flow" if stride == 1 else f"one flow in {stride}, in log order",
              "trace": str(result.summary.get("trace")), "topology": str(result.summary.get("topology"))}
