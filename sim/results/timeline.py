@@ -24,6 +24,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from traces.atomic import write_text_file
+
 __all__ = ["COUNTER_LINKS", "MAX_TIMELINE_FLOWS", "flow_stride", "lanes", "timeline_events", "write_timeline"]
 
 #: Most flows written; beyond it a regular sample (stride) is written and the file says so.
@@ -192,5 +194,5 @@ def timeline_events(result) -> dict:
 def write_timeline(result, path: str | Path) -> Path:
     """Write ``timeline.json``; return its path."""
     out = Path(path)
-    out.write_text(json.dumps(timeline_events(result), separators=(",", ":")))
+    write_text_file(out, json.dumps(timeline_events(result), separators=(",", ":")))  # atomic
     return out
