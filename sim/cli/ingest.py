@@ -39,7 +39,8 @@ def command(files: tuple[Path, ...], output: Path, fmt: str, strict: bool) -> No
     meta = df.attrs.get("collsim", {})
     write_trace(df, output)
     click.echo(f"{output}: {len(df)} rows, {df['rank'].nunique()} ranks, {len(meta.get('comms', {}))} comms "
-               f"[{meta.get('source', fmt)}]; {_report(meta.get('ingest', {})).summary()}")
+               f"[{meta.get('source', fmt)}]; {_report(meta.get('ingest', {})).summary()}"
+               + "".join(f"; {n}" for n in meta.get("notes", []) if n.startswith("skipped ") and "not traces" in n))
 
 
 def _report(stored: dict) -> IngestReport:
