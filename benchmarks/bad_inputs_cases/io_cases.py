@@ -101,7 +101,7 @@ def check_run_folder(folder: Path, _: Any) -> str | None:
 
 
 def check_deterministic(folder: Path, _: Any) -> str | None:
-    """Every output file (report.html aside: it is being rewritten) byte-identical across two processes."""
+    """Every output file (report.html and PNGs included) byte-identical across two processes."""
     t = small_trace(folder)
     flows = folder / "flows.csv"
     flows.write_text("src,dst,bytes,start_s\n0,1,1000000,0\n2,3,5000000,0.0001\n1,3,2000000,0\n")
@@ -124,8 +124,6 @@ def check_deterministic(folder: Path, _: Any) -> str | None:
     if a_files != b_files:
         return f"different file sets: {set(a_files) ^ set(b_files)}"
     for rel in a_files:
-        if rel.name == "report.html":
-            continue
         a, b = (r / rel for r in runs)
         if rel.name == "summary.json":  # sim_wall_s is a wall-clock measurement (SPEC §6)
             ja, jb = (json.loads(p.read_text()) for p in (a, b))
