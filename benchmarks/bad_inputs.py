@@ -37,6 +37,8 @@ def _limit_memory() -> None:
     import resource
 
     resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT_BYTES, MEMORY_LIMIT_BYTES))
+    # a battery started in the background of a shell inherits SIGINT ignored: Ctrl-C cases need it back
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def run_cli(case: Case, folder: Path) -> Outcome:

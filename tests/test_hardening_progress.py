@@ -58,7 +58,8 @@ def test_ctrl_c_while_a_large_yaml_parses_exits_130_with_one_line(tmp_path):
     path = star_yaml(tmp_path / "big.yaml", 35_000)  # 3.2 MB: ~8 s of parsing alone
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
     proc = subprocess.Popen([sys.executable, "-m", "sim", "topo", str(path)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path)
+                            stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # even if ignored here
     time.sleep(4.0)  # past the imports, inside the parse or the build
     assert proc.poll() is None, "the topology was described before Ctrl-C: make the file larger"
     proc.send_signal(signal.SIGINT)
