@@ -98,6 +98,10 @@ class Damage:
         return out
 
 
+#: Most periods one flapping window may have (``1@0-1000/1e-12`` would ask for 10**15 events).
+MAX_FLAPS = 100_000
+
+
 def parse_time_s(text: str, what: str = "time") -> float:
     """``"2ms"``, ``"150us"``, ``"0.5"`` (seconds) -> seconds.
 
@@ -135,6 +139,9 @@ def parse_window(text: str, what: str) -> tuple[float, float, float | None]:
         raise SimError(f"{what}: window {text!r} ends before it starts")
     if period is not None and not (period > 0 and math.isfinite(t2)):
         raise SimError(f"{what}: window {text!r}: a flapping period needs T2 and must be > 0")
+    if period is not None and (t2 - t1) / period > MAX_FLAPS:  # each period is two events: bound them first
+        raise SimError(f"{what}: window {text!r} flaps {(t2 - t1) / period:.3g} times, more than the limit of "
+                       f"{MAX_FLAPS:,} periods (docs/limits.md)")
     return t1, t2, period
 
 

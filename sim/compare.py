@@ -124,6 +124,8 @@ def run_compare(trace_df: pd.DataFrame, topos: Sequence[str], params: Mapping[st
     fn = partial(compare_point, out_root=str(out.resolve()), folder=folder, plots=plots)
     table = run_sweep(trace_df, points, scheduler=scheduler, workers=workers, serial=serial or len(points) == 1,
                       trace_name=trace_name, on_done=on_done, point_fn=fn)
-    table.to_parquet(out / "compare.parquet", index=False)
+    from sim.results.output import write_parquet
+
+    write_parquet(table, out / "compare.parquet")  # atomic: temp file + rename
     page = write_compare_page(table, out, trace_name=trace_name)
     return table, page

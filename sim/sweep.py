@@ -24,6 +24,7 @@ import pandas as pd
 
 from sim.errors import CollsimError, SimError
 from sim.options import ALGOS, ROUTINGS, SET_KEYS, SimOptions, check_seed, set_options
+from traces.atomic import save_figure
 
 #: Separates the values of one grid key inside ``--set`` (``oversubscription=1|2|4``).
 GRID_SEPARATOR = "|"
@@ -429,7 +430,7 @@ def plot_sweep(table: pd.DataFrame, path: str | Path, title: str = "") -> Path:
     fig.suptitle(title or "which topology wins (lower is better)")
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=120, format="png")
+    save_figure(fig, out, dpi=120, format="png")  # atomic: temp file + rename
     return out
 
 

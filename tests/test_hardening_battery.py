@@ -2,8 +2,8 @@
 
 CLI cases run ``sim.cli.main`` in this process (the battery script runs them in fresh processes) and
 assert the exit code and that stderr is one ``simrun: error:`` line holding the expected words; API cases
-assert the ``ValueError`` subclass raised. Cases owned by the simulator-options branch run (in a
-memory-limited subprocess) only once that branch is merged.
+assert the ``ValueError`` subclass raised. Cases with a memory or signal risk (``fresh``) run in a
+memory-limited subprocess; slow cases are marked ``slow`` (CI skips them).
 """
 
 from __future__ import annotations
@@ -42,11 +42,8 @@ def _params():
         marks = []
         if case.slow:
             marks.append(pytest.mark.slow)
-        if case.owner == "options":
-            marks.append(pytest.mark.skipif(not battery.options_merged(),
-                                            reason="fixed in the simulator-options branch (not merged here)"))
         if "dev-full" in case.tags:
-            marks.append(pytest.mark.skipif(not battery._dev_full_ok(), reason="no /dev/full device"))
+            marks.append(pytest.mark.skipif(not battery.dev_full_ok(), reason="no /dev/full device"))
         yield pytest.param(case, id=case.id, marks=marks)
 
 
@@ -54,7 +51,7 @@ def _params():
 def test_bad_input(case, tmp_path, monkeypatch):
     if case.argv is None:
         problem = battery.judge_api(case, tmp_path)
-    elif case.owner == "options" or case.signal_after_s is not None:
+    elif case.owner == "options" or case.signal_after_s is not None or "fresh" in case.tags:
         problem = battery.judge_cli(case, battery.run_cli(case, tmp_path))  # fresh, memory-limited process
     else:
         problem = battery.judge_cli(case, _run_in_process(case, tmp_path, monkeypatch))
@@ -67,4 +64,4 @@ def test_every_case_states_what_it_expects():
     for case in battery.CASES:
         assert (case.argv is None) != (case.call is None), case.id
         if case.argv is not None and case.code == 2:
-            assert case.expect or case.owner == "options", case.id
+            assert case.expect, case.id

@@ -26,7 +26,7 @@ from topologies.schema import (
     infer_edge_kind,
     validate_graph,
 )
-from topologies.yamlfile import read_yaml_file
+from topologies.yamlfile import build_progress, read_yaml_file, report_progress
 from traces.atomic import short_repr
 
 #: Preset name -> builder.
@@ -140,7 +140,9 @@ def _build_preset(name: str, file_params: Mapping[str, Any], params: Mapping[str
               **{k: v for k, v in params.items() if k not in hardware.HARDWARE_KEYS}}
     merged = check_parameters(name, file_params, where)
     merged.update(check_parameters(name, params, "topology parameters" if file_params else where))
+    report_progress(f"building {name}", 0, None)
     graph = PRESETS[name](**merged)
+    report_progress("checking the graph", 0, None)
     if label is not None:
         graph.graph["name"] = str(label)
     if hw:
@@ -179,6 +181,8 @@ def _explicit(path: Path, doc: dict, params: Mapping[str, Any]) -> nx.Graph:
     gpus = sum(1 for item in nodes if isinstance(item, dict) and item.get("kind") == "gpu")
     check_size(where, gpus, len(nodes), len(links), "the file")  # before building anything
     for i, item in enumerate(nodes):
+        if i % 4096 == 0:
+            report_progress("adding nodes", i, len(nodes))
         field = f"{where}: nodes[{i}]"
         if not isinstance(item, dict) or "name" not in item or "kind" not in item:
             raise TopologyError(f"{field}: expected a mapping with 'name' and 'kind'")
@@ -192,6 +196,8 @@ def _explicit(path: Path, doc: dict, params: Mapping[str, Any]) -> nx.Graph:
             raise TopologyError(f"{field}: node {short_repr(name)} is declared twice")
         graph.add_node(name, **attrs)
     for i, item in enumerate(links):
+        if i % 4096 == 0:
+            report_progress("adding links", i, len(links))
         field = f"{where}: links[{i}]"
         if not isinstance(item, dict):
             raise TopologyError(f"{field}: expected a mapping {{a, b, capacity_gbps, latency_us, kind}}")
@@ -220,6 +226,7 @@ def _explicit(path: Path, doc: dict, params: Mapping[str, Any]) -> nx.Graph:
             raise TopologyError(f"{field}: kind {short_repr(kind)} is not one of {', '.join(EDGE_KINDS)}")
         graph.add_edge(a, b, capacity_gbps=float(item["capacity_gbps"]), latency_us=float(item["latency_us"]),
                        kind=kind)
+    report_progress("finding servers", 0, None)
     gps = _infer_servers(graph, where)
     declared = doc.get("gpus_per_server", gps)
     if isinstance(declared, bool) or not isinstance(declared, int) or declared < 1:
@@ -246,24 +253,24 @@ def _explicit(path: Path, doc: dict, params: Mapping[str, Any]) -> nx.Graph:
 
 def _infer_servers(graph: nx.Graph, where: str) -> int:
     """Give GPUs without ``server``/``local_rank`` their NVLink domain and rank in it; return the largest domain."""
-    nv = graph.subgraph(n for n, d in graph.nodes(data=True) if d["kind"] in NVLINK_NODE_KINDS)
+    # a real graph, not a subgraph view: a view's len() walks every node (quadratic over 35k domains)
+    nv = nx.Graph(graph.subgraph(n for n, d in graph.nodes(data=True) if d["kind"] in NVLINK_NODE_KINDS))
     domains = []
     for comp in nx.connected_components(nv):
         gpus = sorted((n for n in comp if graph.nodes[n]["kind"] == "gpu"), key=lambda n: (gpu_slot(n) is None,
                                                                                         gpu_slot(n) or 0, n))
         if gpus:
-            domains.append(gpus)
-    domains.sort(key=lambda gpus: (gpu_slot(gpus[0]) is None, gpu_slot(gpus[0]) or 0))
-    for server, gpus in enumerate(domains):
+            domains.append((gpus, [n for n in comp if graph.nodes[n]["kind"] == "nvswitch"]))
+    domains.sort(key=lambda dom: (gpu_slot(dom[0][0]) is None, gpu_slot(dom[0][0]) or 0))
+    for server, (gpus, switches) in enumerate(domains):
         for local, name in enumerate(gpus):
             graph.nodes[name].setdefault("server", server)
             graph.nodes[name].setdefault("local_rank", local)
-        for n in nx.node_connected_component(nv, gpus[0]):
-            if graph.nodes[n]["kind"] == "nvswitch":
-                graph.nodes[n].setdefault("server", server)
+        for n in switches:
+            graph.nodes[n].setdefault("server", server)
     if not domains:
         raise TopologyError(f"{where}: no GPU nodes")
-    return max(len(gpus) for gpus in domains)
+    return max(len(gpus) for gpus, _ in domains)
 
 
-__all__ = ["PRESETS", "build", "check_parameters", "preset_parameters"]
+__all__ = ["PRESETS", "build", "build_progress", "check_parameters", "preset_parameters"]

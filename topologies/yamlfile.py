@@ -9,6 +9,10 @@ expanded and refuses it beyond :func:`alias_budget` before anything walks it.
 
 from __future__ import annotations
 
+import io
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +20,7 @@ import yaml
 
 from topologies.errors import TopologyError
 
-__all__ = ["MAX_FILE_BYTES", "alias_budget", "load_yaml_text", "read_yaml_file"]
+__all__ = ["MAX_FILE_BYTES", "alias_budget", "build_progress", "load_yaml_text", "read_yaml_file", "report_progress"]
 
 #: Largest topology file read: libyaml parses ~0.4 MB per CPU second, so 8 MiB (an explicit graph of ~40k
 #: GPUs with their links) takes ~20 s; larger fabrics are presets.
@@ -24,6 +28,51 @@ MAX_FILE_BYTES = 8 * 1024 * 1024
 #: Nodes an alias-expanded document may always have, on top of twice its length in characters.
 ALIAS_BASE_NODES = 100_000
 _FAST_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when installed
+#: Where a long read or build reports how far it is (set by :func:`build_progress`; the CLI draws a bar).
+_PROGRESS: ContextVar[Callable[[str, float, float | None], None] | None] = ContextVar("topology_progress",
+                                                                                       default=None)
+
+
+@contextmanager
+def build_progress(callback: Callable[[str, float, float | None], None]) -> Iterator[None]:
+    """Within the block, topology reads and builds call ``callback(stage, done, total)`` as they go.
+
+    ``stage`` is a short text (``"parsing YAML"``, ``"adding links"``), ``done`` of ``total`` its units
+    (characters, items; ``total`` None when unknown). The library never prints: the CLI draws a bar.
+
+    Examples
+    --------
+    >>> seen = []
+    >>> with build_progress(lambda stage, done, total: seen.append(stage)):
+    ...     _ = load_yaml_text("a: 1", "t.yaml")
+    >>> seen[0]
+    'parsing YAML'
+    """
+    token = _PROGRESS.set(callback)
+    try:
+        yield
+    finally:
+        _PROGRESS.reset(token)
+
+
+def report_progress(stage: str, done: float, total: float | None = None) -> None:
+    """Tell the :func:`build_progress` callback, if any, that ``stage`` is at ``done`` of ``total``."""
+    callback = _PROGRESS.get()
+    if callback is not None:
+        callback(stage, done, total)
+
+
+class _CountingReader(io.StringIO):
+    """The text of a YAML file, read by the parser in chunks: each chunk reports the characters read."""
+
+    def read(self, size: int | None = -1) -> str:  # type: ignore[override]
+        chunk = super().read(size)
+        report_progress("parsing YAML", self.tell(), self._total)
+        return chunk
+
+    def __init__(self, text: str) -> None:
+        super().__init__(text)
+        self._total = len(text)
 
 
 def alias_budget(text: str) -> int:
@@ -79,8 +128,8 @@ def load_yaml_text(text: str, where: str) -> Any:
     """
     try:
         if "&" not in text or "*" not in text:  # no anchor and alias: nothing to expand, use the fast loader
-            return yaml.load(text, Loader=_FAST_LOADER)  # noqa: S506 - a safe loader
-        loader = yaml.SafeLoader(text)
+            return yaml.load(_CountingReader(text), Loader=_FAST_LOADER)  # noqa: S506 - a safe loader
+        loader = yaml.SafeLoader(_CountingReader(text))
         try:
             node = loader.get_single_node()
             if node is None:

@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-__all__ = ["atomic_output", "safe_file_name", "short_repr"]
+__all__ = ["atomic_output", "safe_file_name", "save_figure", "short_repr", "write_csv", "write_text_file"]
 
 #: Characters kept in a file name derived from data; every other character becomes ``_``.
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.+-]")
@@ -131,12 +131,50 @@ def atomic_output(path: str | Path) -> Iterator[Path]:
             return
         os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes 0600; give the file the usual permissions
         os.replace(tmp, target)
-    except BaseException:
-        try:
-            tmp.unlink()
-        except FileNotFoundError:
-            pass
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        if exc.filename is None or str(exc.filename) == str(tmp):  # name the file the user asked for
+            raise OSError(exc.errno, exc.strerror or str(exc), str(target)) from None
         raise
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def write_text_file(path: str | Path, text: str) -> Path:
+    """Write ``text`` (UTF-8) to ``path`` atomically; return the path.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> p = write_text_file(Path(tempfile.mkdtemp()) / "a.html", "<p>hi</p>")
+    >>> p.read_text()
+    '<p>hi</p>'
+    """
+    path = Path(path)
+    with atomic_output(path) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+    return path
+
+
+def write_csv(frame: Any, path: str | Path) -> Path:
+    """Write a pandas DataFrame as CSV (no index) to ``path`` atomically; return the path."""
+    path = Path(path)
+    with atomic_output(path) as tmp:
+        frame.to_csv(tmp, index=False)
+    return path
+
+
+def save_figure(fig: Any, path: str | Path, **savefig_kwargs: Any) -> Path:
+    """``fig.savefig`` (matplotlib) to ``path`` atomically; the format comes from the suffix unless given.
+
+    The temporary file's own suffix is ``.tmp``, so the format is passed explicitly.
+    """
+    path = Path(path)
+    savefig_kwargs.setdefault("format", path.suffix.lstrip(".").lower() or "png")
+    with atomic_output(path) as tmp:
+        fig.savefig(tmp, **savefig_kwargs)
+    return path
 
 
 def _read_umask() -> int:

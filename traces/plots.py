@@ -21,6 +21,7 @@ import seaborn as sns
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, LogLocator
 
+from traces.atomic import save_figure
 from traces.schema import OPS
 from traces.stats import Bandwidth
 
@@ -58,7 +59,7 @@ def _figure(rows: int = 1, cols: int = 1, size: tuple[float, float] = (8.0, 4.5)
 def _save(fig: Figure, path: str | Path) -> Path:
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=DPI, format="png")
+    save_figure(fig, out, dpi=DPI, format="png")  # atomic: temp file + rename
     return out
 
 

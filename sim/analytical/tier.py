@@ -205,6 +205,11 @@ def simulate_analytical(trace_df: pd.DataFrame, topology, algo: str = "auto", ro
     df, meta, world, timing = setup.df, setup.meta, setup.world, setup.timing
     graph, damaged, damage = setup.graph, setup.damaged, setup.damage
     ops, keys, workload = setup.ops, setup.keys, setup.workload
+    if damage.windows and opts.model == "analytical":  # used exactly or refused: this tier has no clock
+        from sim.errors import OptionError
+
+        raise OptionError("time-windowed --fail-links/--degrade-links (ITEM@T1-T2) need the flow tier: the "
+                          "analytical tier has no time line; use --model flow or both")
     plan_options = opts.plan_options()
     router = Router(damaged, routing=routing, seed=seed)
     ideal_graph = graph if graph.graph.get("nonblocking") else topologies.nonblocking(graph)

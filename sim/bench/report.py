@@ -18,6 +18,8 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from sim.bench.run import average_busbw
+from sim.results.output import write_parquet
+from traces.atomic import save_figure, write_csv
 
 __all__ = ["format_table", "format_time_us", "plot_bench", "plot_validate", "size_label", "write_table"]
 
@@ -69,8 +71,8 @@ def write_table(table: pd.DataFrame, out_dir: Path, stem: str) -> list[Path]:
     """Write ``stem.parquet`` and ``stem.csv``; return their paths."""
     out_dir.mkdir(parents=True, exist_ok=True)
     pq, csv = out_dir / f"{stem}.parquet", out_dir / f"{stem}.csv"
-    table.to_parquet(pq, index=False)
-    table.to_csv(csv, index=False)
+    write_parquet(table, pq)  # atomic: temp file + rename
+    write_csv(table, csv)
     return [pq, csv]
 
 
@@ -117,7 +119,7 @@ def plot_bench(table: pd.DataFrame, path: Path, title: str) -> Path:
     ax.set_title(title, fontsize=10)
     ax.legend(title="algorithm / protocol", fontsize=8, title_fontsize=8, loc="upper left")
     fig.tight_layout()
-    fig.savefig(path)
+    save_figure(fig, path)  # atomic: temp file + rename
     return path
 
 
@@ -139,5 +141,5 @@ def plot_validate(table: pd.DataFrame, path: Path, title: str) -> Path:
     ax2.legend(fontsize=8, loc="upper left")
     _size_axis(ax2, sizes)
     fig.tight_layout()
-    fig.savefig(path)
+    save_figure(fig, path)  # atomic: temp file + rename
     return path

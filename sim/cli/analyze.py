@@ -36,7 +36,9 @@ def analyze(trace: str, out: Path, window_s: float | None, plots: bool = True):
     }
     out.mkdir(parents=True, exist_ok=True)
     for name, table in tables.items():
-        table.to_csv(out / name, index=False)
+        from traces.atomic import write_csv
+
+        write_csv(table, out / name)  # atomic: temp file + rename
     if plots:
         from traces import plots as draw
 

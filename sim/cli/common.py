@@ -92,6 +92,26 @@ def progress_bar(total: float | None, description: str, unit: str = "", status: 
         yield advance
 
 
+@contextmanager
+def stage_bar(description: str):
+    """A rich bar for work in stages (parse, add nodes, add links...) on a terminal, a no-op elsewhere.
+
+    Yields ``report(stage, done, total)`` (``total`` None: a pulsing bar), the callback of
+    :func:`topologies.config.build_progress`.
+    """
+    if not show_progress():
+        yield lambda stage, done, total=None: None
+        return
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(), transient=True) as progress:
+        task = progress.add_task(description, total=None)
+
+        def report(stage: str, done: float, total: float | None = None) -> None:
+            progress.update(task, description=f"{description}: {stage}", completed=done, total=total)
+        yield report
+
+
 def wide_console():
     """A rich console; when output is redirected, wide enough that tables never truncate a value."""
     from rich.console import Console
@@ -112,4 +132,5 @@ def solver_needs_compile() -> bool:
         return False
     where = Path(os.environ.get("NUMBA_CACHE_DIR") or Path(spec.origin).parent / "__pycache__")
     return not any(where.glob("maxmin_numba.max_min_kernel*.nbi")) if where.is_dir() else True
-__all__ = ["parse_set_options", "progress_bar", "show_progress", "solver_needs_compile", "wide_console"]
+__all__ = ["parse_set_options", "progress_bar", "show_progress", "solver_needs_compile", "stage_bar",
+           "wide_console"]

@@ -52,8 +52,10 @@ def command(flows_path: Path, topo: str, set_options: tuple[str, ...], routing: 
         raise SimError(f"{flows_path}: {exc}") from None
     out = out_dir or Path("simrun-out") / f"{flows_path.stem}-{Path(topo).stem}"
     out.mkdir(parents=True, exist_ok=True)
-    result.flows.to_parquet(out / "flows.parquet", index=False)
-    result.links.to_parquet(out / "links.parquet", index=False)
+    from sim.results.output import write_parquet
+
+    write_parquet(result.flows, out / "flows.parquet")  # atomic: temp file + rename
+    write_parquet(result.links, out / "links.parquet")
     summary = _summary(result, graph, out)
     if as_json:
         click.echo(json.dumps(summary, indent=2))

@@ -45,7 +45,8 @@ def command(files: tuple[Path, ...], output: Path, fmt: str, strict: bool) -> No
         # the arguments, not the expanded paths: files found in folders that are no traces are skipped
         n_rows, n_ranks, meta = ingest_to_parquet(list(files), output, format=fmt, strict=strict, progress=advance)
     click.echo(f"{output}: {n_rows} rows, {n_ranks} ranks, {len(meta.get('comms', {}))} comms "
-               f"[{meta.get('source', fmt)}]; {_report(meta.get('ingest', {})).summary()}")
+               f"[{meta.get('source', fmt)}]; {_report(meta.get('ingest', {})).summary()}"
+               + "".join(f"; {n}" for n in meta.get("notes", []) if n.startswith("skipped ") and "not traces" in n))
 
 
 def _report(stored: dict) -> IngestReport:

@@ -112,9 +112,6 @@ def run(trace: str, topo: str, *, set_values=(), algo="auto", routing="ecmp", se
     # the analytical tier keeps no time series or flows to plot
     analytical = opts.model == "analytical"
     result.write(out_dir, plots=plots and not analytical, timeline=not analytical)
-    tiers = getattr(result, "tiers", None)
-    if tiers is not None:
-        tiers.to_parquet(out_dir / "tiers.parquet", index=False)
     return result, out_dir
 
 

@@ -134,7 +134,9 @@ def command(trace: str, topos: str, sets: tuple[str, ...], algos: str, routings:
     folder = out if out is not None else Path("simrun-sweep") / Path(trace).stem
     clear_outputs(folder, force=True)  # a previous sweep's files go; other files stay
     folder.mkdir(parents=True, exist_ok=True)
-    table.to_parquet(folder / "sweep.parquet", index=False)
+    from sim.results.output import write_parquet
+
+    write_parquet(table, folder / "sweep.parquet")  # atomic: temp file + rename
     plot_sweep(table, folder / "sweep.png", title=f"{name}: which topology wins (lower is better)")
     _print_table(table, points)
     click.echo(f"wrote {folder}/sweep.parquet and sweep.png")

@@ -6,7 +6,7 @@ import json
 
 import click
 
-from sim.cli.common import parse_set_options, progress_bar
+from sim.cli.common import parse_set_options, progress_bar, stage_bar
 
 
 def _format_text(info: dict) -> str:
@@ -45,11 +45,14 @@ def command(topology: str, sets: tuple[str, ...], draw_path: str | None, as_json
     Presets: fat_tree, leaf_spine, rail_optimized, rail_only.
     """
     import topologies
+    from topologies.config import build_progress
     from topologies.describe import summary
 
-    with progress_bar(None, f"building {topology}"):  # large fabrics take seconds (limits: docs/limits.md)
+    # large fabrics take seconds to parse and build (limits: docs/limits.md): the bar names the stage
+    with stage_bar(f"building {topology}") as report, build_progress(report):
         graph = topologies.build(topology, **parse_set_options(sets))
-    info = summary(graph)
+    with progress_bar(None, "describing (bisection, diameter)"):
+        info = summary(graph)
     if draw_path:
         from topologies.draw import draw
 

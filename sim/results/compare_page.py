@@ -9,6 +9,7 @@ import pandas as pd
 
 from sim.results.fmt import esc, gb, ms, pct, table_html, x
 from sim.results.verdict import STATED_ERROR_REL, verdicts
+from traces.atomic import save_figure, write_text_file
 
 __all__ = ["FIGURES", "write_compare_page"]
 
@@ -69,7 +70,7 @@ def _aligned_plot(table: pd.DataFrame, out: Path) -> str | None:
     axes[0].legend(loc="upper right", ncols=2, fontsize=8, frameon=True)
     axes[-1].set_xlabel("simulated time (ms)")
     fig.suptitle("Network-link utilisation over time, one row per fabric (same time axis)")
-    fig.savefig(out / "compare_timeline.png", dpi=80)
+    save_figure(fig, out / "compare_timeline.png", dpi=80)  # atomic: temp file + rename
     return "compare_timeline.png"
 
 
@@ -120,5 +121,5 @@ def write_compare_page(table: pd.DataFrame, out_dir: str | Path, trace_name: str
         f"</p>{table_html(['item', *names], cost_rows, 'cost')}{img}"
         f"<h2>Each fabric's report</h2><p>{links}</p></body></html>\n")
     path = out / "compare.html"
-    path.write_text(page)
+    write_text_file(path, page)  # atomic: temp file + rename
     return path

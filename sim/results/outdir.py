@@ -13,15 +13,17 @@ from sim.errors import SimError
 
 __all__ = ["OUTPUT_NAMES", "clear_outputs"]
 
-#: Files a run, a sweep or a comparison writes (plus every ``*.png``).
+#: Files a run, a sweep or a comparison writes (plus every ``*.png``); ``.incomplete`` marks an interrupted
+#: run's folder (sim/results/output.py), which the next run into it replaces.
 OUTPUT_NAMES = frozenset({"summary.json", "collectives.parquet", "links.parquet", "link_timeseries.parquet",
                           "incast.parquet", "report.html", "timeline.json", "compare.parquet", "compare.html",
-                          "sweep.parquet"})
+                          "sweep.parquet", "tiers.parquet", ".incomplete"})
 
 
 def _ours(path: Path) -> bool:
-    if path.is_dir():  # a fabric folder of ``simrun compare``
-        return (path / "summary.json").is_file() and all(_ours(p) for p in path.iterdir())
+    if path.is_dir():  # a fabric folder of ``simrun compare`` (complete, or marked by an interrupted run)
+        marked = (path / "summary.json").is_file() or (path / ".incomplete").is_file()
+        return marked and all(_ours(p) for p in path.iterdir())
     return path.name in OUTPUT_NAMES or path.suffix == ".png"
 
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import pandas as pd
 
-from traces.atomic import atomic_output
+from traces.atomic import atomic_output, write_text_file
 
 __all__ = ["INCOMPLETE_MARKER", "RunFolder", "write_json", "write_parquet"]
 
@@ -76,8 +76,14 @@ class RunFolder:
         self.path = Path(out_dir)
 
     def __enter__(self) -> RunFolder:
+        created = not self.path.exists()
         self.path.mkdir(parents=True, exist_ok=True)
-        (self.path / INCOMPLETE_MARKER).write_text(_MARKER_TEXT)
+        try:
+            write_text_file(self.path / INCOMPLETE_MARKER, _MARKER_TEXT)
+        except BaseException:
+            if created:  # an empty unmarked folder would look like a foreign one to the next run
+                self.path.rmdir()
+            raise
         old = self.path / "summary.json"
         if old.is_file() and not old.is_symlink():
             old.unlink()  # an earlier run's summary must not vouch for this run's files

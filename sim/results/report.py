@@ -17,6 +17,7 @@ from sim.results import report_plots
 from sim.results.fmt import esc, gb, ms, pct, table_html, us, x
 from sim.results.timeline import MAX_TIMELINE_FLOWS, write_timeline
 from sim.results.verdict import STATED_ERROR_REL
+from traces.atomic import write_text_file
 
 __all__ = ["FIDELITY", "MAX_TIMELINE_FLOWS", "header_rows", "verdict_sentences", "write_report", "write_timeline"]
 
@@ -206,5 +207,5 @@ def write_report(result, out_dir: str | Path) -> Path:
     page = (f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>collsim: {esc(s.get('trace'))} on "
             f"{esc(s.get('topology'))}</title><style>{_CSS}</style></head><body>" + "".join(parts) + "</body></html>\n")
     path = out / "report.html"
-    path.write_text(page)
+    write_text_file(path, page)  # atomic: temp file + rename
     return path

@@ -12,6 +12,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from traces.atomic import save_figure
+
 __all__ = ["MAX_INCAST_PORTS", "MAX_LINK_ROWS", "TOP_SERIES", "hot_links", "incast_timeline", "link_heatmap",
            "slowdown_cdf", "top_link_series"]
 
@@ -42,7 +44,7 @@ def _figure(w: float, h: float, **margins):
 
 
 def _save(fig, out: Path, name: str) -> str:
-    fig.savefig(out / name, dpi=_DPI, metadata={"Software": None})
+    save_figure(fig, out / name, dpi=_DPI, metadata={"Software": None})  # atomic: temp file + rename
     return name
 
 

@@ -72,6 +72,8 @@ class Result:
             run.parquet(self.incast, "incast.parquet")
             if timeline and self.log is not None:
                 report.write_timeline(self, out / "timeline.json")
+            if getattr(self, "tiers", None) is not None:  # --model both: inside the folder, before summary.json
+                run.parquet(self.tiers, "tiers.parquet")
             if plots:
                 report.write_report(self, out)
             run.summary(_jsonable(self.summary))

@@ -27,6 +27,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from traces.atomic import write_text_file
+
 __all__ = ["COUNTER_LINKS", "MAX_TIMELINE_FLOWS", "flow_stride", "lanes", "ns", "timeline_events", "write_timeline"]
 
 #: Most flows written; beyond it a regular sample (stride) is written and the file says so.
@@ -221,5 +223,5 @@ def write_timeline(result, path: str | Path) -> Path:
     """Write ``timeline.json``; return its path."""
     out = Path(path)
     # allow_nan=False: NaN / Infinity are not JSON, and one would make a loader refuse the whole file
-    out.write_text(json.dumps(timeline_events(result), separators=(",", ":"), allow_nan=False))
+    write_text_file(out, json.dumps(timeline_events(result), separators=(",", ":"), allow_nan=False))  # atomic
     return out
