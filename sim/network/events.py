@@ -28,12 +28,10 @@ from typing import Any
 import numpy as np
 
 from sim.network import maxmin
+from sim.network.constants import THETA_RTOL
 from sim.network.live import LiveFlows
 
 __all__ = ["backend", "next_event_numpy", "solve_numpy", "step_numpy"]
-
-#: a rate within this relative distance below theta may still change (float rounding of the solve)
-THETA_RTOL = 1e-9
 
 
 def step_numpy(live: LiveFlows, target_s: float, slack_s: float, dt_s: float, link_bytes: np.ndarray

@@ -15,7 +15,7 @@ import math
 import numpy as np
 from numba import njit
 
-from sim.network.events import THETA_RTOL
+from sim.network.constants import THETA_RTOL
 from sim.network.live import LiveFlows
 from sim.network.maxmin_numba import max_min_kernel
 
