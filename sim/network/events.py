@@ -29,6 +29,7 @@ import numpy as np
 
 from sim.network import maxmin
 from sim.network.constants import THETA_RTOL
+from sim.network.events_rank import group_rank
 from sim.network.live import LiveFlows
 
 __all__ = ["backend", "next_event_numpy", "solve_numpy", "step_numpy"]
@@ -147,16 +148,17 @@ def next_event_numpy(live: LiveFlows, q: float) -> float:
     if q == 0.0:
         return float(pred.min())
     group, w = live.group[idx], live.w[idx]
-    order = np.lexsort((pred, group))
-    gs, ps, ws = group[order], pred[order], w[order]
-    starts = np.flatnonzero(np.r_[True, gs[1:] != gs[:-1]])
-    cum = np.cumsum(ws)
-    total = np.add.reduceat(ws, starts)
+    total = np.bincount(group, weights=w)
+    first_min = np.full(total.size, math.inf)
+    np.minimum.at(first_min, group, pred)
     k = np.floor(q * total)
-    # rank k of group g (0-based, counting each slot w times): the first position whose running weight
-    # passes the weight before the group plus k
-    pos = np.searchsorted(cum, cum[starts] - ws[starts] + k, side="right")
-    return float(ps[pos].min())
+    present = total > 0
+    small = present & (k == 0)
+    best = float(first_min[small].min()) if small.any() else math.inf
+    whole = int(np.count_nonzero(present)) == 1
+    for g in np.flatnonzero(present & (k > 0) & (first_min < best)).tolist():
+        best = min(best, group_rank(live, g, float(k[g]), whole=whole))
+    return best
 
 
 _BACKEND: dict[str, Any] = {}

@@ -16,6 +16,7 @@ import numpy as np
 from numba import njit
 
 from sim.network.constants import THETA_RTOL
+from sim.network.events_rank import group_rank
 from sim.network.live import LiveFlows
 from sim.network.maxmin_numba import max_min_kernel
 
@@ -41,9 +42,14 @@ def solve(live: LiveFlows, theta: float, now_s: float, capacity: np.ndarray) -> 
 
 
 def next_event(live: LiveFlows, q: float) -> float:
-    """:func:`sim.network.events.next_event_numpy`, compiled."""
-    return float(_next_event_kernel(q, live.hi, live.alive, live.pred, live.w, live.group, live.group_w,
-                                    live.group_n, live.group_min, live.group_buf))
+    """:func:`sim.network.events.next_event_numpy`, compiled (the per-group pass; the rank selection of
+    groups of ``1 / q`` flows or more is numpy's, :func:`sim.network.events.group_rank`)."""
+    best, n_big, big_k, n_groups = _next_event_kernel(q, live.hi, live.alive, live.pred, live.w, live.group,
+                                                      live.group_w, live.group_n, live.group_min, live.group_buf)
+    best = float(best)
+    for g, k in zip(live.group_buf[:n_big].tolist(), big_k.tolist(), strict=True):
+        best = min(best, group_rank(live, g, k, whole=n_groups == 1))
+    return best
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -196,7 +202,7 @@ def _next_event_kernel(q, hi, alive, pred, w, group, group_w, group_n, group_min
         for s in range(hi):
             if alive[s] and pred[s] < best:
                 best = pred[s]
-        return best
+        return best, 0, np.empty(0), 0
     n_groups = 0
     for s in range(hi):
         if alive[s]:
@@ -210,44 +216,21 @@ def _next_event_kernel(q, hi, alive, pred, w, group, group_w, group_n, group_min
             group_n[g] += 1
             group_w[g] += w[s]
     # groups of fewer than 1/q flows batch nothing (rank 0: their earliest finish); the others need a
-    # selection, only when their earliest finish is before the best so far
+    # selection (left to numpy), only when their earliest finish is before the best so far
     best = math.inf
     for i in range(n_groups):
         g = group_buf[i]
         if math.floor(q * group_w[g]) == 0.0 and group_min[g] < best:
             best = group_min[g]
+    n_big = 0
+    big_k = np.empty(n_groups)
     for i in range(n_groups):
         g = group_buf[i]
         k = math.floor(q * group_w[g])
         if k > 0.0 and group_min[g] < best:
-            p = np.empty(group_n[g])
-            ws = np.empty(group_n[g])
-            m = 0
-            for s in range(hi):
-                if alive[s] and group[s] == g:
-                    p[m] = pred[s]
-                    ws[m] = w[s]
-                    m += 1
-            unit = True
-            for j in range(m):
-                if ws[j] != 1.0:
-                    unit = False
-                    break
-            if unit:   # plain flows: rank k by a selection, O(m)
-                v = np.partition(p, np.int64(k))[np.int64(k)]
-                if v < best:
-                    best = v
-                continue
-            order = np.argsort(p, kind="mergesort")
-            run = 0.0
-            for j in range(m):
-                run += ws[order[j]]
-                if run > k:
-                    if p[order[j]] < best:
-                        best = p[order[j]]
-                    break
-    for i in range(n_groups):
-        g = group_buf[i]
+            big_k[n_big] = k
+            group_buf[n_big] = g
+            n_big += 1
         group_n[g] = 0
         group_w[g] = 0.0
-    return best
+    return best, n_big, big_k[:n_big], n_groups

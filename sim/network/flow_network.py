@@ -418,8 +418,12 @@ def _padded_rows(links: np.ndarray, starts: np.ndarray, deg: np.ndarray) -> np.n
     [[4, 5], [6, -1]]
     """
     n = deg.size
-    rows = np.full((n, max(int(deg.max()) if n else 1, 1)), -1, dtype=np.int64)
-    r = np.repeat(np.arange(n), deg)
-    c = np.arange(r.size) - np.repeat(np.cumsum(deg) - deg, deg)
-    rows[r, c] = links[np.repeat(starts, deg) + c]
+    width = max(int(deg.max()) if n else 1, 1)
+    if n and (deg == width).all():   # every path as long: one gather, no scatter
+        return links[(starts[:, None] + np.arange(width)).reshape(-1)].reshape(n, width)
+    rows = np.full((n, width), -1, dtype=np.int64)
+    begin = np.cumsum(deg) - deg
+    c = np.arange(int(deg.sum())) - np.repeat(begin, deg)
+    row_start = np.repeat(np.arange(n) * width, deg)
+    rows.reshape(-1)[row_start + c] = links[np.repeat(starts, deg) + c]
     return rows

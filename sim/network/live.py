@@ -55,6 +55,7 @@ class LiveFlows:
         self.count = np.zeros(num_links, dtype=np.int64)
         self.load = np.zeros(num_links)
         self.members: dict[int, np.ndarray] = {}   # fid of a weighted slot -> ids of all its flows
+        self.weighted = False                      # a slot of weight > 1 was ever added
         self.slot_buf = np.zeros(size, dtype=np.int64)
         # scratch of the compiled kernels: per link (zero / -1 between calls) and per group
         self.acc_a = np.zeros(num_links)
@@ -100,7 +101,9 @@ class LiveFlows:
         self.links[first:end] = -1
         self.links[first:end, :rows.shape[1]] = rows
         inc = rows[rows >= 0]
-        if (weight == 1.0).all():
+        unit = bool((weight == 1.0).all())
+        self.weighted = self.weighted or not unit
+        if unit:
             self.count += np.bincount(inc, minlength=self.num_links)
         else:
             self.count += np.bincount(inc, weights=np.repeat(weight, deg), minlength=self.num_links).astype(np.int64)

@@ -19,7 +19,7 @@ MIN_FLOWS = 8
 _MULT = np.random.default_rng(0x5EED).integers(1, 2**63, size=64, dtype=np.int64).astype(np.uint64) | np.uint64(1)
 
 
-def identical_flows(rows: np.ndarray, size_bytes: np.ndarray, group: np.ndarray
+def identical_flows(rows: np.ndarray, size_bytes: np.ndarray, group: np.ndarray, min_flows: int | None = None
                     ) -> tuple[np.ndarray, np.ndarray] | None:
     """Sets of identical flows among ``n`` new ones.
 
@@ -29,6 +29,8 @@ def identical_flows(rows: np.ndarray, size_bytes: np.ndarray, group: np.ndarray
         Link ids of each flow, padded with -1.
     size_bytes : ndarray of float64, shape (n,)
     group : ndarray of int64, shape (n,)
+    min_flows : int, optional
+        Calls of fewer flows are not searched (default :data:`MIN_FLOWS`).
 
     Returns
     -------
@@ -39,12 +41,12 @@ def identical_flows(rows: np.ndarray, size_bytes: np.ndarray, group: np.ndarray
     Examples
     --------
     >>> rows = np.array([[0, 1], [2, -1], [0, 1], [0, 1]])
-    >>> first, inverse = identical_flows(rows, np.array([5.0, 5.0, 5.0, 6.0]), np.zeros(4, np.int64))
+    >>> first, inverse = identical_flows(rows, np.array([5.0, 5.0, 5.0, 6.0]), np.zeros(4, np.int64), 2)
     >>> first.tolist(), inverse.tolist()
     ([0, 1, 3], [0, 1, 0, 2])
     """
     n = size_bytes.size
-    if n < MIN_FLOWS:
+    if n < (MIN_FLOWS if min_flows is None else min_flows):
         return None
     key = np.empty((n, rows.shape[1] + 2), dtype=np.int64)
     key[:, :-2] = rows
