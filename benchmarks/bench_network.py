@@ -3,12 +3,12 @@
 Cases (issue 5): a 64-GPU all-to-all of 1 MiB per pair (4,032 flows) on a k=8 fat-tree, target < 2 s on
 one core; the same with random sizes (0.5-1.5 MiB: completions spread out, the hard case for exact
 re-solving); an 8-GPU ring AllReduce of 256 MiB as pipelined chunk flows released by completions (many
-small events); and a 256-GPU all-to-all as the scaling row. Each at ``completion_quantile`` 0 (exact) and
-0.01. ``route`` is the time of :class:`topologies.Router` (not this module), ``network`` the time of the
+small events); and a 256-GPU all-to-all as the scaling row (``--big``: also 1,024 GPUs, 1,047,552 flows).
+Each at ``completion_quantile`` 0 (exact) and 0.01. ``route`` is the time of :class:`topologies.Router` (not this module), ``network`` the time of the
 :class:`~sim.network.flow_network.FlowNetwork` alone, ``total`` of :func:`sim.flows.run_flows` (validation, routing,
 network, result tables).
 
-Run: ``python benchmarks/bench_network.py [--repeat 3] [--slow]``.
+Run: ``python benchmarks/bench_network.py [--repeat 3] [--slow] [--big]``.
 """
 
 from __future__ import annotations
@@ -113,6 +113,8 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--slow", action="store_true",
                         help="add the exact (q=0) random-size all-to-all (~10 s of CPU per run)")
+    parser.add_argument("--big", action="store_true",
+                        help="add the 1,024-GPU all-to-all at q = 0.01 (about 2.5 GB; check free memory first)")
     args = parser.parse_args()
     ft64 = topologies.build("fat_tree", k=8, num_gpus=64)              # 8 servers x 8 GPUs, NVLink inside
     ft64_1 = topologies.build("fat_tree", k=8, num_gpus=64, gpus_per_server=1)
@@ -128,6 +130,10 @@ def main() -> None:
         ("a2a 256 GPU 1 MiB (65,280 flows)", 0.0, lambda q: time_all_to_all(ft256, all_to_all(256), q)),
         ("a2a 256 GPU 1 MiB (65,280 flows)", 0.01, lambda q: time_all_to_all(ft256, all_to_all(256), q)),
     ]
+    if args.big:
+        ft1024 = topologies.build("fat_tree", num_gpus=1024)
+        cases.append(("a2a 1024 GPU 1 MiB (1,047,552 flows)", 0.01,
+                      lambda q: time_all_to_all(ft1024, all_to_all(1024), q)))
     if args.slow:
         cases[4:4] = [("a2a 64 GPU random 0.5-1.5 MiB", 0.0,
                        lambda q: time_all_to_all(ft64_1, all_to_all(64, np.random.default_rng(0)), q))]

@@ -34,6 +34,7 @@ from functools import cached_property
 import networkx as nx
 import numpy as np
 import pandas as pd
+
 from topologies.errors import TopologyError
 from topologies.schema import NVLINK_NODE_KINDS, SWITCH_KINDS, gpu_name
 

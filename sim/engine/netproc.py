@@ -101,10 +101,12 @@ class NetworkProcess:
         else:
             self.last_t = t
 
-    def add(self, t: float, link_ptr: np.ndarray, link_idx: np.ndarray, size_bytes: np.ndarray) -> np.ndarray:
-        """Start flows at ``t`` (after moving the network to ``t``); return their network ids."""
+    def add(self, t: float, link_ptr: np.ndarray, link_idx: np.ndarray, size_bytes: np.ndarray,
+            group: np.ndarray | None = None) -> np.ndarray:
+        """Start flows at ``t`` (after moving the network to ``t``); return their network ids. ``group``:
+        the op of each flow (completion batching is bounded per op)."""
         self.catch_up(t)
-        ids = np.asarray(self.net.add_flows(t, link_ptr, link_idx, size_bytes), dtype=np.int64)
+        ids = np.asarray(self.net.add_flows(t, link_ptr, link_idx, size_bytes, group=group), dtype=np.int64)
         self.wake()
         return ids
 

@@ -195,7 +195,7 @@ class OpRunner:
             if len(op_arr) == 0:
                 return
         link_ptr, link_idx = csr_take(self.paths.ptr, self.paths.links, path)
-        ids = self.netproc.add(now, link_ptr, link_idx, sizes)
+        ids = self.netproc.add(now, link_ptr, link_idx, sizes, group=op_arr)
         rows = self.log.append(len(ids))
         self.map_flows(ids, rows)
         log = self.log

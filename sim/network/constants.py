@@ -8,9 +8,11 @@ True
 
 from __future__ import annotations
 
-__all__ = ["SHARE_RTOL", "TIME_RTOL"]
+__all__ = ["SHARE_RTOL", "THETA_RTOL", "TIME_RTOL"]
 
 #: relative tolerance when comparing fair shares (ties of float rounding are ties)
 SHARE_RTOL = 1e-12
 #: completions within this fraction of a step (or a few ulps of the clock) are simultaneous
 TIME_RTOL = 1e-9
+#: a rate within this fraction below the re-solve level theta may still change (float rounding)
+THETA_RTOL = 1e-9

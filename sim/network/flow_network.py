@@ -25,36 +25,42 @@ Public state and accessors (arrays indexed by link id or by flow id; do not writ
 ``capacity`` (float64 [links])
     current capacity; :meth:`FlowNetwork.set_capacity` changes it at ``now_s`` (0 = link down: flows
     crossing it stall at rate 0 until it comes back).
-``finish_s``, ``start_s``, ``size_bytes`` (float64 [flows])
-    per flow id; ``finish_s`` is NaN while the flow is in flight, else the time its last byte was sent.
+``finish_s``, ``start_s`` (float64 [flows])
+    per flow id, the only per-flow record kept for the whole run (16 bytes a flow); ``finish_s`` is NaN
+    while the flow is in flight, else the time its last byte was sent.
 ``now_s``, ``num_flows``, ``num_active``, ``peak_active``, ``has_completions``
     current time, flows ever added, flows in flight, most flows in flight at once, completions not yet
     returned by :meth:`FlowNetwork.advance`.
 ``active_flows() -> (ids, rate_bytes_per_s)``, ``link_load_bytes_per_s()``, ``remaining_bytes(ids)``
     the current max-min rates, the per-link load (sum of rates), the bytes flows have left at ``now_s``.
-``flow_links(flow_id)``
-    the link ids of one flow's path.
 ``stats``
-    counters for profiling: ``solves``, ``flows_solved`` (flows re-solved in total), ``iterations``
-    (water-filling passes), ``steps`` (time advances).
+    counters for profiling: ``solves``, ``flows_solved`` (weighted flows re-solved in total),
+    ``iterations`` (water-filling passes), ``steps`` (time advances), ``merged`` (flows solved as part of
+    a weighted flow instead of alone).
 
-Accuracy knob ``completion_quantile`` (q)
+State of the flows in flight (:mod:`sim.network.live`)
+    columnar arrays of slots, one per flow in flight or per set of identical flows
+    (:mod:`sim.network.merge`), compacted as flows finish, so memory follows the flows alive at once.
+    An event (:mod:`sim.network.events`) selects the finishers or the flows to re-solve in one pass and
+    touches only them and their links; compiled with numba (:mod:`sim.network.events_numba`, loaded at
+    the first event) where :data:`sim.network.maxmin.SOLVER` allows, else numpy (same results).
+
+Accuracy knob ``completion_quantile`` (q), bounded per group
     ``q = 0`` (default) is exact: the network stops and re-solves at every completion (flows whose
     predicted finish times agree within a relative 1e-9 of the step are completed together). With
-    ``0 < q < 1`` it jumps to the q-quantile of the predicted finish times of the flows in flight and
-    re-solves there: flows finishing inside the jump keep their exact predicted ``finish_s``, but the
-    bandwidth they free is handed out only at the end of the jump (reported then, or at any earlier
-    ``advance``). Arrivals are never delayed. Figures and bounds: ``docs/network.md``.
+    ``0 < q < 1`` it jumps to the end of a batch and re-solves there: the smallest, over the groups of
+    flows in flight (``add_flows(..., group=)``: the engine passes the op; one group without it), of the
+    q-quantile of the group's predicted finish times. So no group has more than ``floor(q * n_g)`` of its
+    ``n_g`` flows in flight completed early by a jump, whatever else shares the fabric: a group of fewer than
+    ``1 / q`` flows is solved exactly. Flows finishing inside the jump keep their exact predicted
+    ``finish_s``, but the bandwidth they free is handed out only at the end of the jump (reported then, or
+    at any earlier ``advance``). Arrivals are never delayed. Figures: ``docs/network.md``.
 
 Solver
     Re-solves are incremental and exact: when flows leave (or join), the water-filling below the level
     ``theta`` (the smallest rate of a leaving flow, and for joining flows a lower bound on their new rate,
     ``min capacity / flow count`` over their links) is unchanged, so flows with a rate below ``theta`` keep
-    it and only the others are re-solved on the capacity left over. Each re-solve runs
-    :func:`max_min_rates`, which freezes in one pass every link whose fair share is the smallest on all of
-    its flows ("local bottlenecks"), so the passes number the depth of the bottleneck chain, not the links.
-    It runs the compiled kernel of :mod:`sim.network.maxmin_numba` where numba loads
-    (:data:`sim.network.maxmin.SOLVER`), else numpy; the rates are bit-identical.
+    it and only the others are re-solved on the capacity left over, by :func:`max_min_rates` (weighted).
 """
 
 from __future__ import annotations
@@ -64,15 +70,15 @@ import math
 import numpy as np
 
 from sim.errors import SimError
-from sim.network.arrays import GrowBuffer, check_flows, gather_ranges
+from sim.network.arrays import GrowBuffer, check_flows
 from sim.network.constants import TIME_RTOL
+from sim.network.events import NUMPY_OPS, backend
+from sim.network.live import LiveFlows
 from sim.network.maxmin import max_min_rates
+from sim.network.merge import identical_flows
 
 __all__ = ["FlowNetwork", "max_min_rates"]
 
-
-#: per-flow float arrays (indexed by flow id), grown together
-_FLOW_FIELDS = ("_size", "_start", "_finish", "_rate", "_rem0", "_t0", "_pred")
 _NO_IDS = np.zeros(0, dtype=np.int64)
 
 
@@ -84,8 +90,8 @@ class FlowNetwork:
     capacity_bytes_per_s : ndarray of float64, shape (links,)
         Capacity of each directed link, bytes per second, finite and > 0.
     completion_quantile : float, default 0.0
-        0 re-solves at every completion (exact); q in (0, 1) jumps to the q-quantile of predicted finish
-        times before re-solving (faster, slightly late finishes; see the module docstring).
+        0 re-solves at every completion (exact); q in (0, 1) jumps to the smallest per-group q-quantile of
+        predicted finish times before re-solving (faster, slightly late finishes; see the module docstring).
 
     Raises
     ------
@@ -116,22 +122,12 @@ class FlowNetwork:
         self.now_s = 0.0
         self.link_bytes = np.zeros(self.num_links)
         self.peak_active = 0
-        self.stats = {"solves": 0, "flows_solved": 0, "iterations": 0, "steps": 0}
-        # per flow id: size, start, finish (NaN in flight), rate (inf: not solved yet), bytes left rem0 at
-        # time t0, predicted finish pred at the current rate; links in CSR (_fptr, _flinks)
-        self._num_flows = 0
-        for name in _FLOW_FIELDS:
-            setattr(self, name, np.zeros(0))
-        self._fptr = np.zeros(1, dtype=np.int64)
-        self._flinks = GrowBuffer(np.int64)
-        # flows in flight and per-link state of them
-        self._active = _NO_IDS
-        # the links of the flows in flight, in the order of _active (CSR without the pointer: a step and
-        # a re-solve select rows with one repeat of a mask instead of gathering ranges of _flinks)
-        self._act_links = _NO_IDS
-        self._act_deg = _NO_IDS
-        self._count = np.zeros(self.num_links, dtype=np.int64)
-        self._load = np.zeros(self.num_links)
+        self.stats = {"solves": 0, "flows_solved": 0, "iterations": 0, "steps": 0, "merged": 0}
+        self._start = GrowBuffer(np.float64)    # per flow id, for the whole run
+        self._finish = GrowBuffer(np.float64)
+        self._live = LiveFlows(self.num_links)
+        self._groups: dict = {}                 # group key -> dense index (None: flows without a group)
+        self._ops = None                        # event operations, chosen at the first event
         self._theta = math.inf                  # rates below this survive the next re-solve
         self._dirty = False
         self._next_s = math.inf
@@ -141,12 +137,12 @@ class FlowNetwork:
     @property
     def num_flows(self) -> int:
         """Flows ever added."""
-        return self._num_flows
+        return self._start.size
 
     @property
     def num_active(self) -> int:
         """Flows in flight."""
-        return int(self._active.size)
+        return self._live.n_flows
 
     @property
     def has_completions(self) -> bool:
@@ -156,38 +152,40 @@ class FlowNetwork:
     @property
     def finish_s(self) -> np.ndarray:
         """Time the last byte of each flow was sent (NaN while in flight), indexed by flow id."""
-        return self._finish[: self._num_flows]
+        return self._finish.view
 
     @property
     def start_s(self) -> np.ndarray:
         """Start time of each flow, indexed by flow id."""
-        return self._start[: self._num_flows]
-
-    @property
-    def size_bytes(self) -> np.ndarray:
-        """Size of each flow, indexed by flow id."""
-        return self._size[: self._num_flows]
-
-    def flow_links(self, flow_id: int) -> np.ndarray:
-        """Link ids of one flow's path, in path order."""
-        return self._flinks.data[self._fptr[flow_id]:self._fptr[flow_id + 1]].copy()
+        return self._start.view
 
     def active_flows(self) -> tuple[np.ndarray, np.ndarray]:
-        """Ids of the flows in flight and their current max-min rates (bytes/s)."""
+        """Ids of the flows in flight (increasing) and their current max-min rates (bytes/s)."""
         self._solve_if_dirty()
-        return self._active.copy(), self._rate[self._active]
+        slots = self._live.live_slots()
+        ids, pos = self._live.expand(slots)
+        order = np.argsort(ids, kind="stable")
+        return ids[order], self._live.rate[slots[pos[order]]]
 
     def link_load_bytes_per_s(self) -> np.ndarray:
         """Current load of each link: the sum of the rates of the flows crossing it."""
         self._solve_if_dirty()
-        return self._load.copy()
+        return self._live.load.copy()
 
     def remaining_bytes(self, flow_ids: np.ndarray) -> np.ndarray:
         """Bytes the flows ``flow_ids`` (in flight) have left to send at ``now_s``."""
         self._solve_if_dirty()
-        ids = np.asarray(flow_ids, dtype=np.int64)
-        rate = self._rate[ids]
-        return self._rem0[ids] - np.where(rate < math.inf, rate, 0.0) * (self.now_s - self._t0[ids])
+        live = self._live
+        slots = live.live_slots()
+        ids, pos = live.expand(slots)
+        order = np.argsort(ids)
+        want = np.asarray(flow_ids, dtype=np.int64).reshape(-1)
+        at = np.searchsorted(ids[order], want)
+        if want.size and (at.max() >= ids.size or (ids[order][at] != want).any()):
+            raise SimError("remaining_bytes: a flow id is not in flight")
+        s = slots[pos[order[at]]]
+        rate = live.rate[s]
+        return live.rem0[s] - np.where(rate < math.inf, rate, 0.0) * (self.now_s - live.t0[s])
 
     def set_capacity(self, link_ids: np.ndarray, capacity_bytes_per_s: np.ndarray | float) -> None:
         """Change the capacity of links at ``now_s`` (advance first); every flow in flight is re-solved.
@@ -214,7 +212,7 @@ class FlowNetwork:
 
     # ----------------------------------------------------------------- events
     def add_flows(self, now_s: float, link_ptr: np.ndarray, link_idx: np.ndarray,
-                  size_bytes: np.ndarray) -> np.ndarray:
+                  size_bytes: np.ndarray, group: np.ndarray | int | None = None) -> np.ndarray:
         """Start flows at ``now_s``.
 
         Parameters
@@ -228,6 +226,9 @@ class FlowNetwork:
             Link ids (``0 <= id < links``).
         size_bytes : ndarray, shape (n,)
             Bytes to send per flow, ``>= 0``. Zero-byte flows and flows with no link complete at once.
+        group : int or ndarray of int, shape (n,), optional
+            Batching group of each flow (the engine passes the op): completion batching is bounded per
+            group (module docstring). Without it the flows join the one default group.
 
         Returns
         -------
@@ -237,54 +238,33 @@ class FlowNetwork:
         Raises
         ------
         SimError
-            For time going backwards, malformed CSR, unknown links or bad sizes.
+            For time going backwards, malformed CSR, unknown links, bad sizes or groups.
         """
         size = np.asarray(size_bytes, dtype=np.float64).reshape(-1)
         ptr = np.asarray(link_ptr, dtype=np.int64).reshape(-1)
         links = np.asarray(link_idx, dtype=np.int64).reshape(-1)
         deg = check_flows(self.num_links, self.now_s, now_s, ptr, links, size)
+        dense = self._dense_groups(group, size.size)
+        if self._ops is None or self._ops is NUMPY_OPS:
+            self._ops = backend(int(deg.sum()))
         if now_s > self.now_s:
             on_the_way = self.advance(now_s)   # (advance replaces self._pending: call it first)
             if on_the_way.size:
                 self._pending.append(on_the_way)
         n = size.size
-        first = self._num_flows
-        self._reserve(n)
-        end = first + n
-        ids = np.arange(first, end, dtype=np.int64)
-        new_links = links[ptr[0]:ptr[-1]]
-        self._size[first:end] = size
-        self._start[first:end] = now_s
-        self._finish[first:end] = np.nan
-        self._rate[first:end] = np.inf
-        self._rem0[first:end] = size
-        self._t0[first:end] = now_s
-        self._pred[first:end] = np.inf
-        self._fptr[first + 1:end + 1] = self._fptr[first] + (ptr[1:] - ptr[0])
-        self._flinks.extend(new_links)
-        self._num_flows = end
+        first = self.num_flows
+        self._start.extend(np.full(n, float(now_s)))
+        self._finish.extend(np.full(n, np.nan))
+        ids = np.arange(first, first + n, dtype=np.int64)
         instant = (size <= 0) | (deg == 0)
+        keep = ~instant
         if instant.any():
-            self._finish[ids[instant]] = now_s
+            self._finish.data[ids[instant]] = now_s
             self._pending.append(ids[instant])
-            new = ids[~instant]
-            if not new.size:
+            if not keep.any():
                 return ids
-            pos, lptr = gather_ranges(self._fptr, new)
-            new_links = self._flinks.data[pos]
-            deg = deg[~instant]
-        else:
-            new = ids
-        count = self._count
-        count += np.bincount(new_links, minlength=self.num_links)
-        # Lower bound of a joining flow's rate: min over its links of capacity / flows on the link.
-        bound = float((self.capacity[new_links] / count[new_links]).min())
-        self._theta = min(self._theta, bound)
-        self._active = np.concatenate([self._active, new])
-        self._act_links = np.concatenate([self._act_links, new_links])
-        self._act_deg = np.concatenate([self._act_deg, deg])
-        self.peak_active = max(self.peak_active, self._active.size)
-        self._dirty = True
+        d = deg[keep]
+        self._launch(_padded_rows(links, ptr[:-1][keep], d), d, size[keep], ids[keep], dense[keep], float(now_s))
         return ids
 
     def next_completion_s(self) -> float:
@@ -322,7 +302,7 @@ class FlowNetwork:
         while True:
             if self._dirty:
                 self._solve()
-            if not self._active.size:
+            if not self._live.n_slots:
                 if math.isfinite(t_s):
                     self.now_s = float(t_s)
                 break
@@ -337,21 +317,50 @@ class FlowNetwork:
         return done[0] if len(done) == 1 else np.concatenate(done)
 
     # ----------------------------------------------------------------- internals
-    def _reserve(self, n: int) -> None:
-        """Room for ``n`` more flows in the per-flow arrays (amortised doubling)."""
-        need = self._num_flows + n
-        have = self._size.size
-        if need <= have:
-            return
-        grow = max(need, 2 * have, 256)
-        for name in _FLOW_FIELDS:
-            old = getattr(self, name)
-            new = np.zeros(grow)
-            new[: self._num_flows] = old[: self._num_flows]
-            setattr(self, name, new)
-        fptr = np.zeros(grow + 1, dtype=np.int64)
-        fptr[: self._num_flows + 1] = self._fptr[: self._num_flows + 1]
-        self._fptr = fptr
+    def _dense_groups(self, group, n: int) -> np.ndarray:
+        """Dense group index of each of ``n`` new flows."""
+        if group is None:
+            key = self._groups.setdefault(None, len(self._groups))
+            dense = np.full(n, key, dtype=np.int64)
+        else:
+            raw = np.asarray(group)
+            if raw.ndim == 0:
+                raw = np.full(n, raw)
+            if raw.shape != (n,) or (raw.size and raw.dtype.kind not in "iu"):
+                raise SimError(f"add_flows: group must be an integer or {n} integers, one per flow")
+            keys, inverse = np.unique(raw.astype(np.int64), return_inverse=True)
+            table = self._groups
+            idx = np.array([table.setdefault(k, len(table)) for k in keys.tolist()], dtype=np.int64)
+            dense = idx[inverse.reshape(-1)]
+        self._live.reserve_groups(len(self._groups))
+        return dense
+
+    def _launch(self, rows: np.ndarray, deg: np.ndarray, size: np.ndarray, ids: np.ndarray,
+                group: np.ndarray, now_s: float) -> None:
+        """Flows ``ids`` (links ``rows``, padded) enter the network: identical ones as one weighted slot."""
+        live = self._live
+        merged = identical_flows(rows, size, group)
+        if merged is None:
+            weight = np.ones(ids.size)
+            fid = ids
+        else:
+            first, inverse = merged
+            weight = np.bincount(inverse).astype(np.float64)
+            order = np.argsort(inverse, kind="stable")
+            bounds = np.r_[0, np.cumsum(weight.astype(np.int64))]
+            members = ids[order]
+            for j in np.flatnonzero(weight > 1.0).tolist():
+                live.members[int(ids[first[j]])] = members[bounds[j]:bounds[j + 1]]
+            self.stats["merged"] += int(ids.size - first.size)
+            rows, deg, size, group, fid = rows[first], deg[first], size[first], group[first], ids[first]
+        slots = live.append(rows, deg, size, now_s, weight, group, fid)
+        count = live.count
+        inc = rows[rows >= 0]
+        # Lower bound of a joining flow's rate: min over its links of capacity / flows on the link.
+        bound = float((self.capacity[inc] / count[inc]).min())
+        self._theta = min(self._theta, bound)
+        self.peak_active = max(self.peak_active, live.n_flows)
+        self._dirty = bool(slots.size) or self._dirty
 
     def _solve_if_dirty(self) -> None:
         if self._dirty:
@@ -360,105 +369,61 @@ class FlowNetwork:
     def _solve(self) -> None:
         """Re-solve the flows whose rate may change (rate >= theta, or new) on the capacity left over."""
         self._dirty = False
-        act = self._active
         theta = self._theta
         self._theta = math.inf
-        if not act.size:
+        live = self._live
+        if not live.n_slots:
             self._next_s = math.inf
             return
-        if theta < math.inf:
-            cand = self._rate[act] >= theta * (1.0 - 1e-9)
-            if cand.all():
-                self._resolve(None)
-            elif cand.any():
-                self._resolve(cand)
-        else:
-            self._resolve(None)
-        pred = self._pred[act]
-        k = int(self.completion_quantile * pred.size)
-        self._next_s = float(np.partition(pred, k)[k]) if k else float(pred.min())
-
-    def _resolve(self, mask: np.ndarray | None) -> None:
-        """Max-min rates of the flows in flight selected by ``mask`` (None: all of them) on the capacity
-        the other flows leave; update their state."""
-        rate = self._rate
-        everyone = mask is None
-        if everyone:
-            cand, links, deg = self._active, self._act_links, self._act_deg
-        else:
-            cand = self._active[mask]
-            links = self._act_links[np.repeat(mask, self._act_deg)]
-            deg = self._act_deg[mask]
-        lptr = np.zeros(deg.size + 1, dtype=np.int64)
-        np.cumsum(deg, out=lptr[1:])
-        old = rate[cand]
-        old_known = np.where(old < math.inf, old, 0.0)
-        if everyone:   # a full solve also clears any drift of the incremental load
-            residual = self.capacity
-        else:
-            old_load = np.bincount(links, weights=old_known.repeat(deg), minlength=self.num_links)
-            residual = self.capacity - (self._load - old_load)
-        new, iters = max_min_rates(lptr, links, residual)
-        if not everyone and not (new > 0.0).all():
-            # Only float rounding at an exact tie can starve a flow here; a full solve is always safe.
-            self._resolve(None)
-            return
-        new_load = np.bincount(links, weights=new.repeat(deg), minlength=self.num_links)
-        if everyone:
-            self._load = new_load
-        else:
-            self._load += new_load - old_load
-            self._load[self._count == 0] = 0.0   # no drift on idle links
-        now = self.now_s
-        rem = self._rem0[cand] - old_known * (now - self._t0[cand])
-        self._rem0[cand] = rem
-        self._t0[cand] = now
-        rate[cand] = new
-        with np.errstate(divide="ignore"):   # a flow over a link that is down: rate 0, never finishes
-            self._pred[cand] = now + rem / new
-        stats = self.stats
-        stats["solves"] += 1
-        stats["flows_solved"] += cand.size
-        stats["iterations"] += iters
+        if self._ops is None or self._ops is NUMPY_OPS:
+            self._ops = backend(int(live.count.sum()))
+        solved, iterations = self._ops.solve(live, 0.0 if theta == math.inf else theta, self.now_s,
+                                             self.capacity)
+        if solved:
+            stats = self.stats
+            stats["solves"] += 1
+            stats["flows_solved"] += solved
+            stats["iterations"] += iterations
+        self._next_s = self._ops.next_event(live, self.completion_quantile)
 
     def _step(self, target_s: float) -> np.ndarray:
         """Move to ``target_s`` at the current rates; complete the flows predicted to finish by then."""
-        now = self.now_s
-        dt = target_s - now
+        dt = target_s - self.now_s
         self.stats["steps"] += 1
-        act = self._active
-        pred = self._pred[act]
         slack = max(TIME_RTOL * dt, 4.0 * math.ulp(target_s))
-        fin_mask = pred <= target_s + slack
-        load = self._load
-        if dt > 0:
-            self.link_bytes += load * dt
+        live = self._live
+        n, min_rate = self._ops.step(live, target_s, slack, dt, self.link_bytes)
         self.now_s = float(target_s)
-        if not fin_mask.any():
+        if not n:
             return _NO_IDS
-        fin = act[fin_mask]
-        fin_pred = pred[fin_mask]
-        inc_fin = np.repeat(fin_mask, self._act_deg)
-        links = self._act_links[inc_fin]
-        deg = self._act_deg[fin_mask]
-        fin_rate = self._rate[fin]
-        # Bytes left at target (negative for flows that finished inside the step): bytes conservation.
-        left = self._rem0[fin] - fin_rate * (target_s - self._t0[fin])
-        inc_left = left.repeat(deg)
-        self.link_bytes += np.bincount(links, weights=inc_left, minlength=self.num_links)
-        end = np.minimum(fin_pred, target_s)
-        inc_rate = fin_rate.repeat(deg)
-        self._finish[fin] = end
-        count = self._count
-        count -= np.bincount(links, minlength=self.num_links)
-        load -= np.bincount(links, weights=inc_rate, minlength=self.num_links)
-        load[count == 0] = 0.0
-        self._theta = min(self._theta, float(fin_rate.min()))
-        keep = ~fin_mask
-        self._active = act[keep]
-        self._act_links = self._act_links[~inc_fin]
-        self._act_deg = self._act_deg[keep]
+        slots = live.slot_buf[:n].copy()
+        end = np.minimum(live.pred[slots], target_s)
+        ids, pos = live.expand(slots)
+        end = end[pos]
+        self._finish.data[ids] = end
+        live.release(slots)
+        self._theta = min(self._theta, min_rate)
         self._dirty = True
-        if fin.size > 1:
-            fin = fin[np.argsort(end, kind="stable")]
-        return fin
+        if ids.size > 1:
+            ids = ids[np.lexsort((ids, end))] if pos.size != slots.size else ids[np.argsort(end, kind="stable")]
+        return ids
+
+
+def _padded_rows(links: np.ndarray, starts: np.ndarray, deg: np.ndarray) -> np.ndarray:
+    """Link ids of flows (``links[starts[i]:starts[i] + deg[i]]``) as the rows of a matrix padded with -1.
+
+    Examples
+    --------
+    >>> _padded_rows(np.array([4, 5, 6]), np.array([0, 2]), np.array([2, 1])).tolist()
+    [[4, 5], [6, -1]]
+    """
+    n = deg.size
+    width = max(int(deg.max()) if n else 1, 1)
+    if n and (deg == width).all():   # every path as long: one gather, no scatter
+        return links[(starts[:, None] + np.arange(width)).reshape(-1)].reshape(n, width)
+    rows = np.full((n, width), -1, dtype=np.int64)
+    begin = np.cumsum(deg) - deg
+    c = np.arange(int(deg.sum())) - np.repeat(begin, deg)
+    row_start = np.repeat(np.arange(n) * width, deg)
+    rows.reshape(-1)[row_start + c] = links[np.repeat(starts, deg) + c]
+    return rows

@@ -27,7 +27,8 @@ __all__ = ["JIT_LOAD_S", "JIT_MIN_INCIDENCES", "NUMPY_INCIDENCE_PASS_S", "NUMPY_
            "max_min_rates", "max_min_rates_numpy", "numpy_excess_s", "use_compiled"]
 
 
-def max_min_rates(flow_ptr: np.ndarray, link_idx: np.ndarray, capacity: np.ndarray) -> tuple[np.ndarray, int]:
+def max_min_rates(flow_ptr: np.ndarray, link_idx: np.ndarray, capacity: np.ndarray,
+                  weight: np.ndarray | None = None) -> tuple[np.ndarray, int]:
     """Max-min fair rates of flows over links (progressive filling, local bottlenecks frozen per pass).
 
     Parameters
@@ -39,6 +40,9 @@ def max_min_rates(flow_ptr: np.ndarray, link_idx: np.ndarray, capacity: np.ndarr
         Link ids, ``0 <= id < len(capacity)``.
     capacity : ndarray of float64
         Capacity of each link (bytes/s, or any unit: rates come back in the same unit), ``>= 0``.
+    weight : ndarray of float64, shape (n,), optional
+        Flow ``i`` stands for ``weight[i]`` identical flows (same links): it counts ``weight[i]`` times on
+        each of its links and its rate is the rate of each of them (weighted max-min). Default 1.
 
     Returns
     -------
@@ -52,14 +56,21 @@ def max_min_rates(flow_ptr: np.ndarray, link_idx: np.ndarray, capacity: np.ndarr
     >>> rates, _ = max_min_rates(np.array([0, 1, 2, 4]), np.array([0, 1, 0, 1]), np.array([1.0, 2.0]))
     >>> rates.round(3).tolist()
     [0.5, 1.5, 0.5]
+
+    Flow 0 standing for two identical flows gets the rate each of them gets:
+
+    >>> max_min_rates(np.array([0, 1, 2]), np.array([0, 0]), np.array([3.0]), np.array([2.0, 1.0]))[0].tolist()
+    [1.0, 1.0]
     """
     flow_ptr = np.ascontiguousarray(flow_ptr, dtype=np.int64)
     link_idx = np.ascontiguousarray(link_idx, dtype=np.int64)
+    weight = (np.ones(flow_ptr.size - 1) if weight is None
+              else np.ascontiguousarray(weight, dtype=np.float64))
     kernel = _compiled_kernel() if use_compiled(link_idx.size) else None
     if kernel is not None:
-        rates, iterations = kernel(flow_ptr, link_idx, np.ascontiguousarray(capacity, dtype=np.float64))
+        rates, iterations = kernel(flow_ptr, link_idx, np.ascontiguousarray(capacity, dtype=np.float64), weight)
         return rates, int(iterations)
-    rates, iterations = max_min_rates_numpy(flow_ptr, link_idx, capacity)
+    rates, iterations = max_min_rates_numpy(flow_ptr, link_idx, capacity, weight)
     charge_numpy(numpy_excess_s(link_idx.size, iterations))
     return rates, iterations
 
@@ -129,11 +140,13 @@ def _compiled_kernel() -> Any:
     return _KERNEL["kernel"]
 
 
-def max_min_rates_numpy(flow_ptr: np.ndarray, link_idx: np.ndarray, capacity: np.ndarray
-                        ) -> tuple[np.ndarray, int]:
+def max_min_rates_numpy(flow_ptr: np.ndarray, link_idx: np.ndarray, capacity: np.ndarray,
+                        weight: np.ndarray | None = None) -> tuple[np.ndarray, int]:
     """:func:`max_min_rates` in numpy (the fallback, and the reference the compiled kernel is tested on)."""
     flow_ptr = np.asarray(flow_ptr, dtype=np.int64)
     link_idx = np.asarray(link_idx, dtype=np.int64)
+    if weight is None:
+        weight = np.ones(flow_ptr.size - 1)
     if capacity.size > 4096 and 4 * link_idx.size < capacity.size:
         # a big fabric and few links in use: number them 0..m-1 so that per-link arrays stay small (on
         # small fabrics the sort costs more than it saves)
@@ -152,6 +165,7 @@ def max_min_rates_numpy(flow_ptr: np.ndarray, link_idx: np.ndarray, capacity: np
     n = flow_ptr.size - 1
     starts = flow_ptr[:-1] - flow_ptr[0]
     inc_flow = np.repeat(np.arange(n), flow_ptr[1:] - flow_ptr[:-1])
+    inc_weight = np.asarray(weight, dtype=np.float64)[inc_flow]
     rates = np.empty(n)
     sentinel_blocked = np.zeros(m + 1, dtype=bool)
     sentinel_blocked[m] = True
@@ -161,7 +175,7 @@ def max_min_rates_numpy(flow_ptr: np.ndarray, link_idx: np.ndarray, capacity: np
     with np.errstate(divide="ignore", invalid="ignore"):   # links no flow uses: 0 / 0, never read
         while True:
             iterations += 1
-            inc_share = (residual / np.bincount(lk, minlength=m + 1))[lk]
+            inc_share = (residual / np.bincount(lk, weights=inc_weight, minlength=m + 1))[lk]
             flow_min = np.minimum.reduceat(inc_share, starts)     # each flow's tightest link
             # A link is a local bottleneck when its share is the smallest on every flow crossing it; then
             # all those flows saturate it together at that share (the global minimum always qualifies).
@@ -175,7 +189,8 @@ def max_min_rates_numpy(flow_ptr: np.ndarray, link_idx: np.ndarray, capacity: np
             left -= given.size
             if not left:
                 break
-            residual -= np.bincount(lk, weights=np.where(frozen, flow_min, 0.0)[inc_flow], minlength=m + 1)
+            taken = np.where(frozen, flow_min, 0.0)[inc_flow] * inc_weight
+            residual -= np.bincount(lk, weights=taken, minlength=m + 1)
             np.maximum(residual, 0.0, out=residual)
             lk[frozen[inc_flow]] = m
     return rates, iterations

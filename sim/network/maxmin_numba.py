@@ -17,10 +17,11 @@ __all__ = ["max_min_kernel"]
 
 
 @njit(cache=True, nogil=True)
-def max_min_kernel(flow_ptr, link_idx, capacity):
+def max_min_kernel(flow_ptr, link_idx, capacity, weight):
     """Max-min fair rates (progressive filling, local bottlenecks frozen per pass) and the pass count.
 
-    Same parameters and results as :func:`sim.network.maxmin.max_min_rates`.
+    Same parameters and results as :func:`sim.network.maxmin.max_min_rates` (``weight`` given: float64,
+    one per flow, 1 for a plain flow).
     """
     n = len(flow_ptr) - 1
     base = flow_ptr[0]
@@ -64,7 +65,7 @@ def max_min_kernel(flow_ptr, link_idx, capacity):
             n_links += 1
             residual[k] = cap[k]
     rates = np.empty(n)
-    count = np.zeros(m, dtype=np.int64)
+    count = np.zeros(m)
     share = np.empty(m)
     flow_min = np.empty(n)
     blocked = np.zeros(m, dtype=np.bool_)
@@ -76,11 +77,11 @@ def max_min_kernel(flow_ptr, link_idx, capacity):
     while True:
         iterations += 1
         for i in range(n_links):
-            count[links[i]] = 0
+            count[links[i]] = 0.0
         for i in range(n_active):
             f = active[i]
             for e in range(flow_ptr[f] - base, flow_ptr[f + 1] - base):
-                count[lk[e]] += 1
+                count[lk[e]] += weight[f]
         for i in range(n_links):
             k = links[i]
             if count[k]:
@@ -113,7 +114,7 @@ def max_min_kernel(flow_ptr, link_idx, capacity):
             if frozen:
                 rates[f] = flow_min[f]
                 for e in range(flow_ptr[f] - base, flow_ptr[f + 1] - base):
-                    taken[lk[e]] += flow_min[f]  # per link in incidence order, as np.bincount sums
+                    taken[lk[e]] += flow_min[f] * weight[f]  # in incidence order, as np.bincount sums
             else:
                 active[kept] = f
                 kept += 1

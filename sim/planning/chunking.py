@@ -10,8 +10,14 @@ import math
 
 from sim.errors import SimError
 from sim.planning.cost_model import nccl_nbytes
-from sim.planning.nccl_tables import (NVLS_CHANNELS, NVLS_CHUNK_BYTES, PROTOS, STEP_PAYLOAD_BYTES, THREADS,
-                                      THREAD_THRESHOLD)
+from sim.planning.nccl_tables import (
+    NVLS_CHANNELS,
+    NVLS_CHUNK_BYTES,
+    PROTOS,
+    STEP_PAYLOAD_BYTES,
+    THREAD_THRESHOLD,
+    THREADS,
+)
 
 __all__ = [
     "DEFAULT_MAX_CHANNELS",

@@ -35,7 +35,6 @@ import dataclasses
 import math
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np

@@ -10,8 +10,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sim.errors import SimError
-from sim.planning.nccl_tables import (ALGOS, ARCHS, LL_MAX_BW, NCCL_ALGO_NAMES,
-                                      NCCL_PROTO_NAMES, NVLS_MIN_LOCAL_GPUS, PROTOS)
+from sim.planning.nccl_tables import (
+    ALGOS,
+    ARCHS,
+    LL_MAX_BW,
+    NCCL_ALGO_NAMES,
+    NCCL_PROTO_NAMES,
+    NVLS_MIN_LOCAL_GPUS,
+    PROTOS,
+)
 
 __all__ = ["CostModel", "DEFAULT_MODEL", "enabled_algos", "nccl_nbytes", "parse_nccl_list", "supported_algos"]
 

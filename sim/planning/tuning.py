@@ -22,18 +22,53 @@ from __future__ import annotations
 import math
 
 from sim.errors import SimError
-from sim.planning.chunking import (DEFAULT_MAX_CHANNELS, DEFAULT_MAX_CHUNKS, DEFAULT_MAX_PIPELINE_TRANSFERS,
-                                   DEFAULT_MAX_TRANSFERS, channels_for, chunk_unit_bytes, chunks_for,
-                                   nccl_chunk_bytes, nvls_chunk_bytes, pipeline_chunks)
-from sim.planning.closed_forms import (algbw_bytes_per_s, busbw_bytes_per_s, busbw_factor, ideal_time_s,
-                                       nccltests_bytes)
-from sim.planning.cost_model import (DEFAULT_MODEL, CostModel, enabled_algos, nccl_nbytes, parse_nccl_list,
-                                     supported_algos)
-from sim.planning.nccl_tables import (ALGOS, ARCHS, BASE_LAT_US, HW_LAT_US, LL_MAX_BW, LL_MAX_SINGLE,
-                                      NVLS_ALGBW_RATIO, P2P_LL_THRESHOLD_BYTES, PAT_BUS_FACTOR,
-                                      PAT_LAT_BASE_US, PAT_LAT_PER_RANK_US, PAT_LOG_LAT_DIVISOR, PROTOS,
-                                      RING_LL128_MAX_PER_CH, TREE_CORRECTION, TREE_LL128_MAX_PER_CH,
-                                      TREE_MAX_PER_CH, WIRE_BYTES_PER_PAYLOAD)
+from sim.planning.chunking import (
+    DEFAULT_MAX_CHANNELS,
+    DEFAULT_MAX_CHUNKS,
+    DEFAULT_MAX_PIPELINE_TRANSFERS,
+    DEFAULT_MAX_TRANSFERS,
+    channels_for,
+    chunk_unit_bytes,
+    chunks_for,
+    nccl_chunk_bytes,
+    nvls_chunk_bytes,
+    pipeline_chunks,
+)
+from sim.planning.closed_forms import (
+    algbw_bytes_per_s,
+    busbw_bytes_per_s,
+    busbw_factor,
+    ideal_time_s,
+    nccltests_bytes,
+)
+from sim.planning.cost_model import (
+    DEFAULT_MODEL,
+    CostModel,
+    enabled_algos,
+    nccl_nbytes,
+    parse_nccl_list,
+    supported_algos,
+)
+from sim.planning.nccl_tables import (
+    ALGOS,
+    ARCHS,
+    BASE_LAT_US,
+    HW_LAT_US,
+    LL_MAX_BW,
+    LL_MAX_SINGLE,
+    NVLS_ALGBW_RATIO,
+    P2P_LL_THRESHOLD_BYTES,
+    PAT_BUS_FACTOR,
+    PAT_LAT_BASE_US,
+    PAT_LAT_PER_RANK_US,
+    PAT_LOG_LAT_DIVISOR,
+    PROTOS,
+    RING_LL128_MAX_PER_CH,
+    TREE_CORRECTION,
+    TREE_LL128_MAX_PER_CH,
+    TREE_MAX_PER_CH,
+    WIRE_BYTES_PER_PAYLOAD,
+)
 
 __all__ = [
     "ALGOS",

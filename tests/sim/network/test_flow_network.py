@@ -276,9 +276,9 @@ def test_adding_later_advances_first_and_offset_csr_is_accepted():
     net = FlowNetwork(np.array([1.0, 2.0]))
     link_idx = np.array([9, 9, 0, 1, 1])              # a larger array; flows use entries 2..4
     net.add_flows(0.0, np.array([2, 3]), link_idx, np.array([1.0]))          # link 0, ends at 1 s
-    assert net.flow_links(0).tolist() == [0]
+    assert net.link_load_bytes_per_s().tolist() == [1.0, 0.0]
     ids = net.add_flows(3.0, np.array([3, 5]), link_idx, np.array([4.0]))    # links 1, 1: 4 B at 1 B/s
-    assert ids.tolist() == [1] and net.flow_links(1).tolist() == [1, 1]
+    assert ids.tolist() == [1] and net.link_load_bytes_per_s().tolist() == [0.0, 2.0]
     assert net.has_completions and net.next_completion_s() == 3.0
     assert net.advance(3.0).tolist() == [0] and net.finish_s[0] == pytest.approx(1.0)
     assert net.advance(math.inf).tolist() == [1] and net.finish_s[1] == pytest.approx(7.0)

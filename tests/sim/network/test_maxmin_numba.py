@@ -26,16 +26,18 @@ def instances(draw):
     links = draw(st.lists(st.integers(0, n_links - 1), min_size=int(ptr[-1]), max_size=int(ptr[-1])))
     caps = draw(st.lists(st.sampled_from([0.0, 1.0, 2.5, 3.0, 100.0, 1e11 / 3]), min_size=n_links,
                          max_size=n_links))
-    return ptr, np.array(links, dtype=np.int64), np.array(caps)
+    weight = draw(st.lists(st.sampled_from([1.0, 1.0, 2.0, 3.0, 7.0]), min_size=n_flows, max_size=n_flows))
+    return ptr, np.array(links, dtype=np.int64), np.array(caps), np.array(weight)
 
 
 @settings(max_examples=200, deadline=None)
 @given(instances())
 def test_kernel_matches_numpy_bit_for_bit(inst):
-    ptr, links, caps = inst
-    rates, iterations = max_min_kernel(ptr, links, caps)
-    ref, ref_iterations = network.max_min_rates_numpy(ptr, links, caps)
-    assert np.array_equal(rates, ref) and iterations == ref_iterations
+    ptr, links, caps, weight = inst
+    for w in (np.ones(weight.size), weight):   # plain flows and weighted ones
+        rates, iterations = max_min_kernel(ptr, links, caps, w)
+        ref, ref_iterations = network.max_min_rates_numpy(ptr, links, caps, w)
+        assert np.array_equal(rates, ref) and iterations == ref_iterations
 
 
 def test_solver_switch(monkeypatch):

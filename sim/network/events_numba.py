@@ -1,0 +1,236 @@
+"""Compiled (numba) network events: :mod:`sim.network.events` as loops over the live slots.
+
+The numpy operations make about ten passes with temporaries over every flow in flight per event; these
+kernels make one pass to select (finishers, or the slots to re-solve), then touch only the selected slots
+and their links, through per-link scratch arrays that are reset after use (so no pass is over all links,
+except ``link_bytes += load * dt``). Per-link sums are accumulated in slot order from zero, as
+``np.bincount`` does, and added afterwards, so the results are the numpy version's bits (tested).
+Imported only by :func:`sim.network.events.backend`; numba caches the machine code (``cache=True``).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+from sim.network.constants import THETA_RTOL
+from sim.network.events_rank import group_rank
+from sim.network.live import LiveFlows
+from sim.network.maxmin_numba import max_min_kernel
+
+__all__ = ["next_event", "solve", "step"]
+
+
+def step(live: LiveFlows, target_s: float, slack_s: float, dt_s: float, link_bytes: np.ndarray
+         ) -> tuple[int, float]:
+    """:func:`sim.network.events.step_numpy`, compiled."""
+    n, min_rate = _step_kernel(target_s, slack_s, dt_s, live.hi, live.alive, live.rem0, live.t0, live.rate,
+                               live.pred, live.w, live.deg, live.links, live.count, live.load, link_bytes,
+                               live.acc_a, live.acc_b, live.acc_n, live.touched, live.slot_buf)
+    return int(n), float(min_rate)
+
+
+def solve(live: LiveFlows, theta: float, now_s: float, capacity: np.ndarray) -> tuple[int, int]:
+    """:func:`sim.network.events.solve_numpy`, compiled."""
+    n, iterations = _solve_kernel(theta * (1.0 - THETA_RTOL), now_s, capacity, live.hi, live.n_slots,
+                                  live.alive, live.rem0, live.t0, live.rate, live.pred, live.w, live.deg,
+                                  live.links, live.count, live.load, live.lmap, live.touched, live.acc_a,
+                                  live.acc_b, live.slot_buf)
+    return int(n), int(iterations)
+
+
+def next_event(live: LiveFlows, q: float) -> float:
+    """:func:`sim.network.events.next_event_numpy`, compiled (the per-group pass; the rank selection of
+    groups of ``1 / q`` flows or more is numpy's, :func:`sim.network.events.group_rank`)."""
+    best, n_big, big_k, n_groups = _next_event_kernel(q, live.hi, live.alive, live.pred, live.w, live.group,
+                                                      live.group_w, live.group_n, live.group_min, live.group_buf)
+    best = float(best)
+    for g, k in zip(live.group_buf[:n_big].tolist(), big_k.tolist(), strict=True):
+        best = min(best, group_rank(live, g, k, whole=n_groups == 1))
+    return best
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _step_kernel(target, slack, dt, hi, alive, rem0, t0, rate, pred, w, deg, links, count, load, link_bytes,
+                 acc_bytes, acc_rate, acc_n, touched, out):
+    if dt > 0:
+        for k in range(load.size):
+            link_bytes[k] += load[k] * dt
+    lim = target + slack
+    n = 0
+    for s in range(hi):
+        if alive[s] and pred[s] <= lim:
+            out[n] = s
+            n += 1
+    if n == 0:
+        return 0, math.inf
+    n_touched = 0
+    min_rate = math.inf
+    for i in range(n):
+        s = out[i]
+        r = rate[s]
+        ws = w[s]
+        left = (rem0[s] - r * (target - t0[s])) * ws
+        rw = r * ws
+        nw = np.int64(ws)
+        if r < min_rate:
+            min_rate = r
+        for j in range(deg[s]):
+            k = links[s, j]
+            if acc_n[k] == 0:
+                touched[n_touched] = k
+                n_touched += 1
+            acc_bytes[k] += left
+            acc_rate[k] += rw
+            acc_n[k] += nw
+        alive[s] = False
+    for i in range(n_touched):
+        k = touched[i]
+        link_bytes[k] += acc_bytes[k]
+        count[k] -= acc_n[k]
+        load[k] -= acc_rate[k]
+        if count[k] == 0:
+            load[k] = 0.0
+        acc_bytes[k] = 0.0
+        acc_rate[k] = 0.0
+        acc_n[k] = 0
+    return n, min_rate
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _solve_kernel(threshold, now, capacity, hi, n_slots, alive, rem0, t0, rate, pred, w, deg, links, count,
+                  load, lmap, used, acc_old, acc_new, cand):
+    n = 0
+    for s in range(hi):
+        if alive[s] and rate[s] >= threshold:
+            cand[n] = s
+            n += 1
+    if n == 0:
+        return 0, 0
+    iterations = _resolve(cand, n, n == n_slots, now, capacity, rem0, t0, rate, pred, w, deg, links, count,
+                          load, lmap, used, acc_old, acc_new)
+    if iterations < 0:   # float rounding at an exact tie starved a flow: a full solve is always safe
+        n = 0
+        for s in range(hi):
+            if alive[s]:
+                cand[n] = s
+                n += 1
+        iterations = _resolve(cand, n, True, now, capacity, rem0, t0, rate, pred, w, deg, links, count,
+                              load, lmap, used, acc_old, acc_new)
+    return n, iterations
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _resolve(cand, n, full, now, capacity, rem0, t0, rate, pred, w, deg, links, count, load, lmap, used,
+             acc_old, acc_new):
+    nnz = 0
+    for i in range(n):
+        nnz += deg[cand[i]]
+    ptr = np.empty(n + 1, dtype=np.int64)
+    lk = np.empty(nnz, dtype=np.int64)
+    wc = np.empty(n)
+    old_known = np.empty(n)
+    n_used = 0
+    e = 0
+    for i in range(n):
+        s = cand[i]
+        r = rate[s]
+        ok = r if r < math.inf else 0.0
+        old_known[i] = ok
+        ws = w[s]
+        wc[i] = ws
+        ptr[i] = e
+        for j in range(deg[s]):
+            k = links[s, j]
+            if lmap[k] < 0:   # the links in use, numbered 0..n_used-1 (the solve's arrays stay small)
+                lmap[k] = n_used
+                used[n_used] = k
+                n_used += 1
+            lk[e] = lmap[k]
+            e += 1
+            if not full:
+                acc_old[k] += ok * ws
+    ptr[n] = e
+    residual = np.empty(n_used)
+    for u in range(n_used):
+        k = used[u]
+        residual[u] = capacity[k] if full else capacity[k] - (load[k] - acc_old[k])
+    new, iterations = max_min_kernel(ptr, lk, residual, wc)
+    starved = False
+    if not full:
+        for i in range(n):
+            if not new[i] > 0.0:
+                starved = True
+    if starved:
+        for u in range(n_used):
+            k = used[u]
+            acc_old[k] = 0.0
+            lmap[k] = -1
+        return -1
+    for i in range(n):
+        s = cand[i]
+        rw = new[i] * wc[i]
+        for j in range(deg[s]):
+            acc_new[links[s, j]] += rw
+    for u in range(n_used):
+        k = used[u]
+        if full:
+            load[k] = acc_new[k]
+        else:
+            load[k] += acc_new[k] - acc_old[k]
+            if count[k] == 0:
+                load[k] = 0.0
+        acc_new[k] = 0.0
+        acc_old[k] = 0.0
+        lmap[k] = -1
+    for i in range(n):
+        s = cand[i]
+        rem = rem0[s] - old_known[i] * (now - t0[s])
+        rem0[s] = rem
+        t0[s] = now
+        rate[s] = new[i]
+        pred[s] = now + rem / new[i]   # rate 0 (a link down): inf, never finishes
+    return iterations
+
+
+@njit(cache=True, nogil=True)
+def _next_event_kernel(q, hi, alive, pred, w, group, group_w, group_n, group_min, group_buf):
+    if q == 0.0:
+        best = math.inf
+        for s in range(hi):
+            if alive[s] and pred[s] < best:
+                best = pred[s]
+        return best, 0, np.empty(0), 0
+    n_groups = 0
+    for s in range(hi):
+        if alive[s]:
+            g = group[s]
+            if group_n[g] == 0:
+                group_buf[n_groups] = g
+                n_groups += 1
+                group_min[g] = pred[s]
+            elif pred[s] < group_min[g]:
+                group_min[g] = pred[s]
+            group_n[g] += 1
+            group_w[g] += w[s]
+    # groups of fewer than 1/q flows batch nothing (rank 0: their earliest finish); the others need a
+    # selection (left to numpy), only when their earliest finish is before the best so far
+    best = math.inf
+    for i in range(n_groups):
+        g = group_buf[i]
+        if math.floor(q * group_w[g]) == 0.0 and group_min[g] < best:
+            best = group_min[g]
+    n_big = 0
+    big_k = np.empty(n_groups)
+    for i in range(n_groups):
+        g = group_buf[i]
+        k = math.floor(q * group_w[g])
+        if k > 0.0 and group_min[g] < best:
+            big_k[n_big] = k
+            group_buf[n_big] = g
+            n_big += 1
+        group_n[g] = 0
+        group_w[g] = 0.0
+    return best, n_big, big_k[:n_big], n_groups

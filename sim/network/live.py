@@ -1,0 +1,178 @@
+"""The state of the flows in flight, in columnar arrays of slots (the flow network's working set).
+
+A *slot* holds one flow in flight, or ``w`` identical flows solved as one weighted flow
+(:mod:`sim.network.merge`). Slots ``0 .. hi - 1`` are in use; a finished slot is only marked dead (lazy
+deletion) and the arrays are compacted, in order, once dead slots outnumber the live ones, so memory
+follows the flows alive at once, not the flows of the run. New slots are appended at ``hi``, so slot order
+is the order the flows were added in (the order every per-link sum of the network runs in).
+
+Per slot: ``alive``, bytes left ``rem0`` at time ``t0``, ``rate`` (inf: not solved yet), predicted finish
+``pred``, weight ``w`` (flows it stands for), dense ``group`` index (completion batching is bounded per
+group), flow id ``fid`` of its first flow, ``deg`` and the link ids ``links[slot, :deg]`` (padded with -1).
+Per link: ``count`` (flows in flight over it, weighted) and ``load`` (sum of their rates). The scratch
+arrays are the compiled kernels' working memory (kept zero / -1 between calls).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["LiveFlows"]
+
+#: per-slot float64 columns, int64 columns
+_FLOAT_COLS = ("rem0", "t0", "rate", "pred", "w")
+_INT_COLS = ("group", "fid", "deg")
+
+
+class LiveFlows:
+    """Columnar slots of the flows in flight and per-link counts and loads (see the module docstring).
+
+    Parameters
+    ----------
+    num_links : int
+
+    Examples
+    --------
+    >>> live = LiveFlows(3)
+    >>> slots = live.append(np.array([[0, 2]]), np.array([2]), np.array([5.0]), 0.0, np.array([1.0]),
+    ...                     np.array([0]), np.array([7]))
+    >>> slots.tolist(), live.count.tolist(), live.hi
+    ([0], [1, 0, 1], 1)
+    """
+
+    def __init__(self, num_links: int) -> None:
+        self.num_links = num_links
+        self.hi = 0
+        self.n_slots = 0            # live slots
+        self.n_flows = 0            # live flows (sum of the weights of live slots)
+        size, width = 256, 4
+        self.alive = np.zeros(size, dtype=bool)
+        for name in _FLOAT_COLS:
+            setattr(self, name, np.zeros(size))
+        for name in _INT_COLS:
+            setattr(self, name, np.zeros(size, dtype=np.int64))
+        self.links = np.full((size, width), -1, dtype=np.int64)
+        self.count = np.zeros(num_links, dtype=np.int64)
+        self.load = np.zeros(num_links)
+        self.members: dict[int, np.ndarray] = {}   # fid of a weighted slot -> ids of all its flows
+        self.weighted = False                      # a slot of weight > 1 was ever added
+        self.slot_buf = np.zeros(size, dtype=np.int64)
+        # scratch of the compiled kernels: per link (zero / -1 between calls) and per group
+        self.acc_a = np.zeros(num_links)
+        self.acc_b = np.zeros(num_links)
+        self.acc_n = np.zeros(num_links, dtype=np.int64)
+        self.lmap = np.full(num_links, -1, dtype=np.int64)
+        self.touched = np.zeros(num_links, dtype=np.int64)
+        self.group_w = np.zeros(16)
+        self.group_n = np.zeros(16, dtype=np.int64)
+        self.group_min = np.zeros(16)
+        self.group_buf = np.zeros(16, dtype=np.int64)
+
+    # ------------------------------------------------------------------------------------------------
+    def reserve_groups(self, n_groups: int) -> None:
+        """Room for dense group indices ``0 .. n_groups - 1``."""
+        have = self.group_w.size
+        if n_groups <= have:
+            return
+        grow = max(n_groups, 2 * have)
+        self.group_w = np.zeros(grow)
+        self.group_n = np.zeros(grow, dtype=np.int64)
+        self.group_min = np.zeros(grow)
+        self.group_buf = np.zeros(grow, dtype=np.int64)
+
+    def append(self, rows: np.ndarray, deg: np.ndarray, size_bytes: np.ndarray, now_s: float,
+               weight: np.ndarray, group: np.ndarray, fid: np.ndarray) -> np.ndarray:
+        """Add flows (one slot each) starting at ``now_s``; return their slots.
+
+        ``rows`` is (n, width) of link ids padded with -1; ``weight`` the flows each slot stands for.
+        """
+        n = deg.size
+        self._reserve(n, rows.shape[1])
+        first, end = self.hi, self.hi + n
+        self.alive[first:end] = True
+        self.rem0[first:end] = size_bytes
+        self.t0[first:end] = now_s
+        self.rate[first:end] = np.inf
+        self.pred[first:end] = np.inf
+        self.w[first:end] = weight
+        self.group[first:end] = group
+        self.fid[first:end] = fid
+        self.deg[first:end] = deg
+        self.links[first:end] = -1
+        self.links[first:end, :rows.shape[1]] = rows
+        inc = rows[rows >= 0]
+        unit = bool((weight == 1.0).all())
+        self.weighted = self.weighted or not unit
+        if unit:
+            self.count += np.bincount(inc, minlength=self.num_links)
+        else:
+            self.count += np.bincount(inc, weights=np.repeat(weight, deg), minlength=self.num_links).astype(np.int64)
+        self.hi = end
+        self.n_slots += n
+        self.n_flows += int(weight.sum())
+        return np.arange(first, end, dtype=np.int64)
+
+    def release(self, slots: np.ndarray) -> None:
+        """Slots ``slots`` finished (the kernels already took them off the links and marked them dead)."""
+        self.n_slots -= slots.size
+        self.n_flows -= int(self.w[slots].sum())
+        self.pred[slots] = np.inf
+        if self.members:
+            for f in self.fid[slots][self.w[slots] > 1.0].tolist():
+                del self.members[f]
+        dead = self.hi - self.n_slots
+        if dead > max(256, self.n_slots):
+            self.compact()
+
+    def compact(self) -> None:
+        """Move the live slots to ``0 .. n_slots - 1``, in order."""
+        keep = np.flatnonzero(self.alive[: self.hi])
+        n = keep.size
+        for name in (*_FLOAT_COLS, *_INT_COLS, "links"):
+            col = getattr(self, name)
+            col[:n] = col[keep]
+        self.alive[:n] = True
+        self.alive[n: self.hi] = False
+        self.hi = n
+
+    def live_slots(self) -> np.ndarray:
+        """Indices of the live slots, in order."""
+        return np.flatnonzero(self.alive[: self.hi])
+
+    def expand(self, slots: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Flow ids of the slots ``slots`` and, per flow id, the position of its slot in ``slots``."""
+        fid = self.fid[slots]
+        if not self.members:
+            return fid, np.arange(slots.size)
+        w = self.w[slots]
+        if (w == 1.0).all():
+            return fid, np.arange(slots.size)
+        parts = [self.members[f] if wt > 1.0 else np.array([f], dtype=np.int64)
+                 for f, wt in zip(fid.tolist(), w.tolist(), strict=True)]
+        pos = np.repeat(np.arange(slots.size), [p.size for p in parts])
+        return np.concatenate(parts), pos
+
+    # ------------------------------------------------------------------------------------------------
+    def _reserve(self, n: int, width: int) -> None:
+        need = self.hi + n
+        size = self.alive.size
+        if need > size and self.hi > self.n_slots:
+            self.compact()           # room from the dead slots first
+            need = self.hi + n
+        if need <= size and width <= self.links.shape[1]:
+            return
+        grow = max(need, 2 * size) if need > size else size
+        wide = max(width, self.links.shape[1])
+        hi = self.hi
+        alive = np.zeros(grow, dtype=bool)
+        alive[:hi] = self.alive[:hi]
+        self.alive = alive
+        for name in (*_FLOAT_COLS, *_INT_COLS):
+            old = getattr(self, name)
+            new = np.zeros(grow, dtype=old.dtype)
+            new[:hi] = old[:hi]
+            setattr(self, name, new)
+        links = np.full((grow, wide), -1, dtype=np.int64)
+        links[:hi, : self.links.shape[1]] = self.links[:hi]
+        self.links = links
+        self.slot_buf = np.zeros(grow, dtype=np.int64)
