@@ -32,6 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from sim.planning.plan import LEG_DOWN, LEG_PATH, LEG_UP
 from topologies.builders.ideal import ReferencePorts
 
 __all__ = ["IdealLog", "ReferenceModel", "issue_times", "plan_bound_s"]
@@ -155,8 +156,22 @@ def plan_bound_s(plan, model: ReferenceModel) -> float:
     nbytes = np.asarray(plan.bytes, np.float64)
     delay = np.asarray(plan.delay_s, np.float64)
     spb, lat = np.zeros(n), np.zeros(n)
-    remote = src != dst
+    leg = np.zeros(n, np.int8) if getattr(plan, "leg", None) is None else np.asarray(plan.leg)
+    remote = (src != dst) & (leg == LEG_PATH)
     load, spb[remote], lat[remote] = model.loads(src[remote], dst[remote], nbytes[remote])
+    # NVLS legs (GPU -> NVSwitch, NVSwitch -> GPU) each cross the GPU's one NVLink link: its NVLink out (in)
+    # port and all of its links out (in), at the GPU's NVLink rate, one NVLink hop
+    g = model.gpus
+    load = load.astype(np.float64)   # (bincount of no transfers is integer)
+    for kind, gpu, base in ((LEG_UP, src, 0), (LEG_DOWN, dst, g)):
+        sel = leg == kind
+        if sel.any():
+            who = gpu[sel]
+            load += np.bincount(base + who, weights=nbytes[sel], minlength=load.size)
+            load += np.bincount(2 * g + base + who, weights=nbytes[sel], minlength=load.size)
+            with np.errstate(divide="ignore"):
+                spb[sel] = 1.0 / model.nvl_rate[who]
+            lat[sel] = model.nvl_lat_s[who]
     return op_time_s(delay, nbytes, spb, lat, np.asarray(plan.dep_ptr, np.int64), np.asarray(plan.dep_idx, np.int64),
                      load, model.capacity_bytes_per_s)[0]
 

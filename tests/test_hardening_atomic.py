@@ -105,6 +105,8 @@ class FaultyWrites:
             m.setattr(Path, "write_text", self.wrap(Path.write_text, 0))
             m.setattr(Path, "write_bytes", self.wrap(Path.write_bytes, 0))
             m.setattr(pq, "write_table", self.wrap(pq.write_table, 1))
+            # streamed Parquet (ingest writes row groups as it reads): the writer opening its file
+            m.setattr(pq.ParquetWriter, "__init__", self.wrap(pq.ParquetWriter.__init__, 1))
             yield self
 
 

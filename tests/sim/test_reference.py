@@ -230,3 +230,28 @@ def test_a_deadlocked_trace_keeps_the_engines_message():
     df.attrs["collsim"] = new_metadata(2, {"a": [0, 1], "b": [0, 1]}, "test", gpus_per_node=1)
     with pytest.raises(SimError, match="replay deadlocked"):
         sim.simulate(validate(df), topologies.fat_tree(4, num_gpus=2, gpus_per_server=1))
+
+
+def test_nvls_legs_load_the_nvlink_ports():
+    """An NVLS AllReduce's transfers are legs through the NVSwitch (src == dst): the reference charges each
+    leg to its GPU's NVLink port, so ideal_s is at least the busiest GPU's leg bytes over its NVLink rate
+    (a reference that took legs for local copies gave a bound of the software delay alone)."""
+    from sim.planning.collectives import plan_collective
+    from sim.planning.plan import LEG_DOWN, LEG_UP
+    from sim.reference import plan_bound_s
+
+    graph = topologies.build("fat_tree", num_gpus=8)
+    plan = plan_collective("AllReduce", 256 << 20, list(range(8)), algo="auto", graph=graph)
+    assert plan.algo.lower() == "nvls"   # NCCL's choice on one H100-class server with an NVSwitch
+    leg = np.asarray(plan.leg)
+    assert (leg == LEG_UP).any() and (leg == LEG_DOWN).any()
+    model = ReferenceModel(reference_ports(graph))
+    up = np.bincount(np.asarray(plan.src)[leg == LEG_UP], weights=np.asarray(plan.bytes)[leg == LEG_UP], minlength=8)
+    down = np.bincount(np.asarray(plan.dst)[leg == LEG_DOWN], weights=np.asarray(plan.bytes)[leg == LEG_DOWN],
+                       minlength=8)
+    ideal = plan_bound_s(plan, model)
+    assert ideal >= max(up.max(), down.max()) / model.nvl_rate[0]
+    df = make_trace(8, 8, [("AllReduce", list(range(8)), 256 << 20, 0.0, 0)])
+    res = sim.simulate(df, graph, completion_quantile=0.0)
+    assert_bounded(res)
+    assert float(res.collectives["ideal_s"].iloc[0]) == pytest.approx(ideal, rel=1e-12)
