@@ -84,7 +84,9 @@ def top_link_series(result, out: Path) -> tuple[str, str] | None:
     fig.suptitle(f"Utilisation of the {len(top)} busiest links over time ({width * 1e6:.0f} µs bins; dashed: 90 %)")
     text = (f"One panel per directed link, the links with the longest time above 90 % of line rate first; each "
             f"bar is the mean utilisation over a {width * 1e6:.0f} µs bin and the dashed line marks 90 %. Long "
-            "stretches near 100 % are where collectives queue behind each other on that link.")
+            "stretches near 100 % are where collectives queue behind each other on that link. The time above 90 % "
+            "in each label is counted at every rate change, not from the bins, so it can exceed what the bin means "
+            "show: a bin where the link runs at line rate for half its width reads 50 %.")
     return _save(fig, out, "top_links.png"), text
 
 
