@@ -41,7 +41,7 @@ def step_trace() -> pd.DataFrame:
 
 @pytest.fixture(scope="session")
 def small_step_trace() -> pd.DataFrame:
-    return training_step(steps=2, nbytes=16 * MIB)
+    return training_step(steps=2, nbytes=4 * MIB)
 
 
 @pytest.fixture(scope="session")
