@@ -16,7 +16,7 @@ import numpy as np
 
 from sim.errors import SimError
 from sim.planning import tuning
-from sim.planning.collectives import TransferPlan, plan_collective
+from sim.planning.collectives import TransferPlan, plan_collective, split_matrix
 
 __all__ = ["alltoall_plan", "plan_op", "servers_of"]
 
@@ -56,15 +56,7 @@ def alltoall_plan(nbytes: float, ranks: np.ndarray, split_bytes, server: np.ndar
     (12, 'direct', 'Simple', True)
     """
     n = len(ranks)
-    if split_bytes is None:
-        m = np.full((n, n), float(nbytes))
-    else:
-        m = np.array(split_bytes, dtype=np.float64)
-        if m.shape != (n, n):
-            raise SimError(f"split_bytes: shape {m.shape} does not match {n} ranks (needs {n} x {n})")
-        if not np.all(np.isfinite(m)) or np.any(m < 0):
-            raise SimError("split_bytes: entries must be finite and >= 0")
-    np.fill_diagonal(m, 0.0)
+    m = split_matrix(split_bytes, nbytes, n)
     size_for_choice = float(m.max()) if n > 1 else float(nbytes)
     algo, proto = tuning.choose_algorithm("AllToAll", size_for_choice, n, len(np.unique(server)), "direct", proto)
     if n <= 1 or m.sum() <= 0:

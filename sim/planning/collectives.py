@@ -45,7 +45,7 @@ from sim.planning.machine import graph_cost_model, graph_machine
 from sim.planning.options import PlanOptions
 from sim.planning.plan import Edges, TransferPlan, assemble, excl_cumsum
 
-__all__ = ["PlanOptions", "TransferPlan", "graph_cost_model", "graph_machine", "plan_collective"]
+__all__ = ["PlanOptions", "TransferPlan", "graph_cost_model", "graph_machine", "plan_collective", "split_matrix"]
 
 _OPS = ("AllReduce", "AllGather", "ReduceScatter", "Broadcast", "Reduce", "AllToAll", "Send", "Recv",
         "Gather", "Scatter")
@@ -161,7 +161,14 @@ def _direct(src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray, parts: int, se
 
 # --- inputs -----------------------------------------------------------------------------------------------
 
-def _split_matrix(split_bytes, nbytes: float, n: int) -> np.ndarray:
+def split_matrix(split_bytes, nbytes: float, n: int) -> np.ndarray:
+    """The ``n x n`` AllToAll byte matrix: ``split_bytes`` checked, or ``nbytes`` to every peer; zero diagonal.
+
+    Examples
+    --------
+    >>> split_matrix(None, 4.0, 2).tolist()
+    [[0.0, 4.0], [4.0, 0.0]]
+    """
     if split_bytes is None:
         m = np.full((n, n), float(nbytes))
     else:
@@ -261,7 +268,7 @@ def plan_collective(op: str, nbytes: float, ranks: Sequence[int] | np.ndarray, *
     if op in _ROOTED and not 0 <= root < n:
         raise SimError(f"{op}: root {root} is not a comm rank of a {n}-rank communicator")
 
-    matrix = _split_matrix(split_bytes, nbytes, n) if op == "AllToAll" else None
+    matrix = split_matrix(split_bytes, nbytes, n) if op == "AllToAll" else None
     size_for_choice = float(matrix.max()) if matrix is not None and n > 1 else nbytes
     algo, proto = tuning.choose_algorithm(op, size_for_choice, n, nnodes, algo, proto, model)
     total = float(matrix.sum()) if matrix is not None else nbytes
