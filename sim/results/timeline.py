@@ -153,10 +153,21 @@ def timeline_sampling(result) -> dict | None:
     statement, so the line and the file cannot disagree. ``flows_skipped`` counts logged flows left out
     because they have no network path or no finite start / end.
 
+    Parameters
+    ----------
+    result : sim.results.result.Result
+        A replay's result; its ``log`` holds the logged flows (analytical results have none).
+
     Returns
     -------
     dict or None
         ``flows_total``, ``flows_written``, ``flows_skipped``, ``flow_sampling_stride``, ``sampling``.
+
+    Examples
+    --------
+    >>> from types import SimpleNamespace
+    >>> timeline_sampling(SimpleNamespace(log=None)) is None
+    True
     """
     log = getattr(result, "log", None)
     if log is None:
