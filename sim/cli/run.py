@@ -198,12 +198,13 @@ def _print_table(result, out_dir: Path, plots: bool = True) -> None:
             h.add_row(item["link"], ms(item["busy_above_90_s"]), pct(item["peak_utilization"]),
                       pct(item["utilization"]), f"{item['bytes'] / 1e9:.3f}")
         console.print(h)
-    from sim.results.timeline import flow_stride
+    from sim.results.timeline import timeline_sampling
 
-    stride = flow_stride(int(s["flows"]))
-    if stride > 1:
-        console.print(f"timeline.json holds one flow in {stride} ({-(-int(s['flows']) // stride):,} of "
-                      f"{s['flows']:,}; all collectives)", highlight=False)
+    # the file's own statement (otherData), so the line and timeline.json cannot disagree
+    tl = timeline_sampling(result) if s.get("model") != "analytical" else None
+    if tl and tl["flow_sampling_stride"] > 1:
+        console.print(f"timeline.json holds one flow in {tl['flow_sampling_stride']} ({tl['flows_written']:,} of "
+                      f"{tl['flows_total']:,}; all collectives)", highlight=False)
     if s.get("model") == "analytical":
         files = "summary.json, *.parquet"
     else:

@@ -29,7 +29,8 @@ import pandas as pd
 
 from traces.atomic import write_text_file
 
-__all__ = ["COUNTER_LINKS", "MAX_TIMELINE_FLOWS", "flow_stride", "lanes", "ns", "timeline_events", "write_timeline"]
+__all__ = ["COUNTER_LINKS", "MAX_TIMELINE_FLOWS", "flow_stride", "lanes", "ns", "timeline_events", "timeline_sampling",
+           "write_timeline"]
 
 #: Most flows written; beyond it a regular sample (stride) is written and the file says so.
 MAX_TIMELINE_FLOWS = 60_000
@@ -137,14 +138,57 @@ def _collective_events(result, world: int) -> tuple[list[dict], dict[tuple[int, 
     return meta + events, binds
 
 
+def _placeable(log) -> np.ndarray:
+    """Logged flows that can be drawn: a network path and finite start and end times."""
+    ptr = log.paths.ptr
+    a, b = ptr[log.flow_path], ptr[log.flow_path + 1]
+    return (b > a) & np.isfinite(log.flow_end_s) & np.isfinite(log.flow_start_s)
+
+
+def timeline_sampling(result) -> dict | None:
+    """What ``timeline.json`` holds of the flows, as its ``otherData`` states it (``None`` without a log).
+
+    The engine logs every flow or every k-th (``log.flow_stride``); past :data:`MAX_TIMELINE_FLOWS` logged
+    flows every j-th of those is written, so the file's stride is k * j. The terminal prints this same
+    statement, so the line and the file cannot disagree. ``flows_skipped`` counts logged flows left out
+    because they have no network path or no finite start / end.
+
+    Parameters
+    ----------
+    result : sim.results.result.Result
+        A replay's result; its ``log`` holds the logged flows (analytical results have none).
+
+    Returns
+    -------
+    dict or None
+        ``flows_total``, ``flows_written``, ``flows_skipped``, ``flow_sampling_stride``, ``sampling``.
+
+    Examples
+    --------
+    >>> from types import SimpleNamespace
+    >>> timeline_sampling(SimpleNamespace(log=None)) is None
+    True
+    """
+    log = getattr(result, "log", None)
+    if log is None:
+        return None
+    n_flows = int(getattr(log, "n_flows", len(log.flow_path)))
+    kept_stride = max(1, int(getattr(log, "flow_stride", 1)))
+    sub = flow_stride(len(log.flow_path))
+    ok = _placeable(log)
+    stride = kept_stride * sub
+    return {"flows_total": n_flows, "flows_written": len(range(0, int(ok.sum()), sub)),
+            "flows_skipped": int((~ok).sum()), "flow_sampling_stride": stride,
+            "sampling": "every flow" if stride == 1 else f"one flow in {stride}, in log order"}
+
+
 def _flow_events(result, binds: dict, stride: int) -> tuple[list[dict], int]:
     log, names = result.log, result.link_names
     first_src = names["src"].astype(str).to_numpy()
     last_dst = names["dst"].astype(str).to_numpy()
     ptr, plinks = log.paths.ptr, log.paths.links
     a, b = ptr[log.flow_path], ptr[log.flow_path + 1]
-    ok = (b > a) & np.isfinite(log.flow_end_s) & np.isfinite(log.flow_start_s)
-    idx = np.flatnonzero(ok)[::stride]
+    idx = np.flatnonzero(_placeable(log))[::stride]
     src = first_src[plinks[a[idx]]]
     dst = last_dst[plinks[b[idx] - 1]]
     t0 = ns(log.flow_start_s[idx])
@@ -201,9 +245,8 @@ def _counter_events(result) -> list[dict]:
 def timeline_events(result) -> dict:
     """The whole Trace Event Format document (see the module docstring)."""
     world = int(result.summary.get("world_size") or 1)
+    sampling = timeline_sampling(result)
     # the engine hands over every flow (stride 1) or every k-th in finishing order: sample that again
-    n_flows = int(getattr(result.log, "n_flows", len(result.log.flow_path)))
-    kept_stride = max(1, int(getattr(result.log, "flow_stride", 1)))
     sub = flow_stride(len(result.log.flow_path))
     procs = [{"ph": "M", "pid": p, "name": "process_name", "args": {"name": n}}
              for p, n in ((_PID_COLL, "collectives (one track per rank)"), (_PID_FLOW, "flows (by source GPU)"),
@@ -211,10 +254,8 @@ def timeline_events(result) -> dict:
     procs += [{"ph": "M", "pid": p, "name": "process_sort_index", "args": {"sort_index": p}} for p in (1, 2, 3)]
     coll, binds = _collective_events(result, world)
     flows, written = _flow_events(result, binds, sub)
-    stride = kept_stride * sub
-    other = {"flows_total": n_flows, "flows_written": written, "flow_sampling_stride": stride,
-             "sampling": "every flow" if stride == 1 else f"one flow in {stride}, in log order",
-             "trace": str(result.summary.get("trace")), "topology": str(result.summary.get("topology"))}
+    assert written == sampling["flows_written"]   # the statement is computed apart from the events
+    other = {**sampling, "trace": str(result.summary.get("trace")), "topology": str(result.summary.get("topology"))}
     return {"traceEvents": procs + coll + flows + _counter_events(result), "displayTimeUnit": "ms",
             "otherData": other}
 

@@ -286,3 +286,42 @@ def test_the_main_jobs_timeline_passes_the_validator(tmp_path):
     doc = json.loads(timeline.write_timeline(res, tmp_path / "t.json").read_text())
     by_ph = validate_trace_events(doc)
     assert len(by_ph["X"]) > 0 and len(by_ph["b"]) == doc["otherData"]["flows_written"] > 0 and by_ph["C"]
+
+
+def _cli(argv, capsys):
+    from sim.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    out, err = capsys.readouterr()
+    assert exc.value.code == 0, err
+    return out
+
+
+def test_the_terminal_states_the_files_own_sampling(tmp_path, capsys, monkeypatch):
+    """The CLI's sampling line is read off the same statement the file carries (``otherData``)."""
+    from traces import write_trace
+
+    path = write_trace(_grouped_trace(), tmp_path / "step.parquet")   # 4 ranks, two AllReduces
+    monkeypatch.setattr(timeline, "MAX_TIMELINE_FLOWS", 5)
+    out = _cli(["--trace", str(path), "--topo", "leaf_spine", "--set", "num_gpus=4,gpus_per_server=1",
+                "-o", str(tmp_path / "o"), "--no-report"], capsys)
+    other = json.loads((tmp_path / "o" / "timeline.json").read_text())["otherData"]
+    assert other["flow_sampling_stride"] > 1 and other["flows_skipped"] == 0
+    assert (f"timeline.json holds one flow in {other['flow_sampling_stride']} ({other['flows_written']:,} of "
+            f"{other['flows_total']:,}; all collectives)") in " ".join(out.split())
+
+
+@pytest.mark.slow
+def test_a_run_the_engine_samples_states_the_stride_it_wrote(tmp_path, capsys):
+    """746,620 flows: the engine keeps every 8th (a power-of-two sample), the writer every 2nd of those, so
+    the file holds one in 16; the terminal once said "one flow in 13" (its own ceil(total / limit))."""
+    out = _cli(["--trace", "llama3_70b_train.parquet", "--topo", "fat_tree", "-o", str(tmp_path / "o"),
+                "--no-report"], capsys)
+    doc = json.loads((tmp_path / "o" / "timeline.json").read_text())
+    other = doc["otherData"]
+    assert other["flows_total"] == json.loads((tmp_path / "o" / "summary.json").read_text())["flows"]
+    assert sum(e["ph"] == "b" for e in doc["traceEvents"]) == other["flows_written"]
+    assert other["flows_written"] == -(-other["flows_total"] // other["flow_sampling_stride"])
+    assert (f"timeline.json holds one flow in {other['flow_sampling_stride']} ({other['flows_written']:,} of "
+            f"{other['flows_total']:,}; all collectives)") in " ".join(out.split())
