@@ -137,9 +137,14 @@ def plain_reader(path: Path, out: Path) -> int:
     return len(df)
 
 
+#: The last ingest report of :func:`ours` (its members' agreement is printed with the timings).
+LAST_REPORT: list = []
+
+
 def ours(path: Path, out: Path) -> int:
-    df, _ = read_nccl_logs([path])
+    df, report = read_nccl_logs([path])
     write_trace(df, out)
+    LAST_REPORT[:] = [report]
     return len(df)
 
 
@@ -277,6 +282,9 @@ def main() -> None:
         med[name] = statistics.median(times)
         print(f"{name:<18} {med[name]:9.2f} {size_mb / med[name]:8.1f} {n_lines / med[name]:12,.0f} "
               f"{coll / med[name]:13,.0f}   {', '.join(f'{x:.2f}' for x in times)}")
+    rep = LAST_REPORT[0]
+    print(f"ingest report: {rep.records:,} rows, {rep.disagreeing or 0:,} collective(s) whose members disagree "
+          "(the uneven all-to-alls' members log different counts, as all-to-all-v allows)")
     print(f"speed-up (median): {med['plain re reader'] / med['read_nccl_logs']:.2f}x "
           f"(engine {args.engine}; jit used: {nccl_log_scan.use_jit(log.stat().st_size)})")
     fresh = [name for name in cpu if any(cpu[name])]

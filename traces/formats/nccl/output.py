@@ -154,7 +154,6 @@ def disagreeing_codes(rows: pd.DataFrame, comm_name: np.ndarray, dt_name: np.nda
         return 0, ""
     rooted = np.isin(op[coll], list(ROOTED_OPS))
     root = np.where(rooted, rows["root"].to_numpy()[coll], -1)
-    sig = combined_codes(pd.factorize(op[coll])[0], rows["count"].to_numpy()[coll], rows["dt"].to_numpy()[coll], root)
     # comm codes renumbered in name order, so (comm, seq) order is the text version's sort order
     order = np.argsort(comm_name, kind="stable")
     name_rank = np.empty(len(comm_name), dtype=np.int64)
@@ -162,6 +161,13 @@ def disagreeing_codes(rows: pd.DataFrame, comm_name: np.ndarray, dt_name: np.nda
     comm = name_rank[rows["comm"].to_numpy()[coll]]
     seq = rows["seq"].to_numpy()[coll]
     key = combined_codes(comm, seq)
+    count = rows["count"].to_numpy()[coll]
+    if "split_bytes" in rows.columns:  # all-to-all-v: members' counts may differ (as the text version)
+        splits = rows["split_bytes"].to_numpy()[coll]
+        has_split = np.fromiter(map(len, splits), dtype=np.int64, count=len(splits)) > 0
+        uneven = np.bincount(key, weights=has_split, minlength=int(key.max()) + 1)[key] > 0
+        count = np.where(uneven, -1, count)
+    sig = combined_codes(pd.factorize(op[coll])[0], count, rows["dt"].to_numpy()[coll], root)
     width = int(sig.max()) + 1
     pairs = np.unique(key * width + sig)  # distinct (collective, signature) pairs
     n_sig = np.bincount(pairs // width, minlength=int(key.max()) + 1)
@@ -179,4 +185,6 @@ def disagreeing_codes(rows: pd.DataFrame, comm_name: np.ndarray, dt_name: np.nda
         "op": pd.Series(op[members], dtype=object), "count": rows["count"].to_numpy()[members],
         "dtype": pd.Series(dt_name[rows["dt"].to_numpy()[members]], dtype=object),
         "root": rows["root"].to_numpy()[members]})
+    if "split_bytes" in rows.columns:
+        sub["split_bytes"] = pd.Series(rows["split_bytes"].to_numpy()[members], dtype=object)
     return len(bad_keys), disagreeing_collectives(sub)[1]

@@ -357,37 +357,44 @@ def _rows(c: pd.DataFrame, instances: list[C.Instance], ranks: dict[tuple[str, i
     # Integer codes through the row steps; text only for the final rows (object columns are slow to take).
     grank = np.array([ranks[i.identity] for i in instances], dtype=np.int64)
     nranks = np.array([i.nranks for i in instances], dtype=np.int64)
-    dt = c["dt"].to_numpy()
     dt_size = np.array([DTYPE_BYTES.get(n, 0) for n in _DT_NAME], dtype=np.int64)
     op_codes, op_names = pd.factorize(c["op"].to_numpy(dtype=object))
-    ops = np.array([OP_CODE[NCCL_OPS[o]] for o in op_names], dtype=np.int64)[op_codes]
-    kind = np.select([ops == OP_CODE["Send"], ops == OP_CODE["Recv"]], [SEND, RECV], COLL).astype(np.int8)
+    op_of_code = np.array([OP_CODE[NCCL_OPS[o]] for o in op_names], dtype=np.int64)
     proc_code: dict[tuple[str, int], int] = {}
     inst_proc = np.array([proc_code.setdefault(i.key[:2], len(proc_code)) for i in instances], dtype=np.int64)
-    columns = {
-        "pos": c["pos"].to_numpy(), "inst": inst, "rank": grank[inst], "comm": comm_code[inst],
-        "op": ops, "kind": kind, "opc": c["opc"].to_numpy(), "count": c["count"].to_numpy(), "dt": dt,
-        "size": dt_size[dt], "root": c["root"].to_numpy(),
-        "nranks": np.where(nranks[inst] > 0, nranks[inst], c["nranks"]), "ts_us": c["ts_us"].to_numpy(),
-    }
+    line = {k: c[k].to_numpy() for k in ("pos", "opc", "count", "dt", "root", "nranks", "ts_us")}
+
+    def columns(idx: np.ndarray) -> dict[str, np.ndarray]:
+        # one process's lines: the derived columns are made per process, never for the whole file (memory)
+        i, ops, dt = inst[idx], op_of_code[op_codes[idx]], line["dt"][idx]
+        kind = np.select([ops == OP_CODE["Send"], ops == OP_CODE["Recv"]], [SEND, RECV], COLL).astype(np.int8)
+        return {"pos": line["pos"][idx], "inst": i, "rank": grank[i], "comm": comm_code[i], "op": ops, "kind": kind,
+                "opc": line["opc"][idx], "count": line["count"][idx], "dt": dt, "size": dt_size[dt],
+                "root": line["root"][idx], "nranks": np.where(nranks[i] > 0, nranks[i], line["nranks"][idx]),
+                "ts_us": line["ts_us"][idx]}
+
     procs = inst_proc[inst]
     order = np.argsort(procs, kind="stable")
     cuts = np.flatnonzero(np.diff(procs[order])) + 1
-    parts = [build_rows({k: v[idx] for k, v in columns.items()}, frame=False) for idx in np.split(order, cuts)]
+    del procs
+    parts = [build_rows(columns(idx), frame=False) for idx in np.split(order, cuts)]
+    del order
     joined = {k: np.concatenate([p.pop(k) for p in parts]) for k in list(parts[0])}
     del parts
     if len(proc_code) > 1:  # one order over all processes: rank, then line (as one build gives)
         by = np.lexsort((joined["pos"], joined["rank"]))
-        joined = {k: v[by] for k, v in joined.items()}
+        for k in joined:  # one column at a time: never two copies of all rows (memory)
+            joined[k] = joined[k][by]
+        del by
     rows = object_frame(joined)
     del joined
     inferred = {int(comm_code[k]) for k, i in enumerate(instances) if i.inferred}
     if inferred and len(rows):
-        pos = columns["pos"]
+        pos = line["pos"]
         by_pos = np.argsort(pos, kind="stable")
         at = by_pos[np.searchsorted(pos[by_pos], rows["pos"].to_numpy())]
         seq, done = align_on_opcount(rows["comm"].to_numpy(), rows["rank"].to_numpy(), rows["pos"].to_numpy(),
-                                     columns["opc"][at], rows["kind"].to_numpy() == COLL,
+                                     line["opc"][at], rows["kind"].to_numpy() == COLL,
                                      rows["seq"].to_numpy(), inferred)
         rows["seq"] = seq
         if done:
