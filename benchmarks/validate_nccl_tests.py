@@ -3,9 +3,11 @@
 Each table is replayed on its own fabric (``fabrics.json``: preset and parameters) and the busbw error
 ``|sim / measured - 1|`` is summarised per table: median and worst at >= 256 MiB and at <= 1 MiB.
 
-    python benchmarks/validate_nccl_tests.py [--no-presets] [--markdown]
+    python benchmarks/validate_nccl_tests.py [--no-presets] [--markdown] [--only NAME ...] [--detail]
 
 ``--no-presets`` drops the gpu=/nic= hardware presets (line rates, the model before the presets).
+``--only`` keeps the tables whose file name contains NAME (repeatable: one table reruns in a minute);
+``--detail`` also prints every size: measured and simulated busbw and the simulated algorithm/protocol.
 """
 
 from __future__ import annotations
@@ -32,13 +34,19 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--no-presets", action="store_true", help="ignore gpu=/nic= (line-rate model)")
     ap.add_argument("--markdown", action="store_true", help="print a Markdown table")
+    ap.add_argument("--only", action="append", default=[], metavar="NAME",
+                    help="only the files whose name contains NAME (repeatable)")
+    ap.add_argument("--detail", action="store_true", help="print every size with the simulated algo/proto")
     args = ap.parse_args()
     fabrics = json.loads((DATA / "fabrics.json").read_text())
+    names = [n for n in fabrics if not n.startswith("_") and (not args.only or any(o in n for o in args.only))]
+    if not names:
+        raise SystemExit(f"validate_nccl_tests: error: no table file matches --only {args.only}")
+    details = []
     rows = []
     t0 = time.perf_counter()
-    for name, fab in fabrics.items():
-        if name.startswith("_"):
-            continue
+    for name in names:
+        fab = fabrics[name]
         params = {k: v for k, v in fab["set"].items() if not (args.no_presets and k in HARDWARE_KEYS)}
         trace = ingest([DATA / name], format="nccl-tests")
 
@@ -48,6 +56,7 @@ def main() -> None:
                                     **params)
 
         table = validate_trace(trace, build)
+        details.append((name, table))
         for s in error_summary(table).itertuples(index=False):
             entry = trace.attrs["collsim"]["nccl_tests"][s.table]
             rows.append((f"{name}#{s.table}", entry["stem"], entry["nranks"], fab["transport"], s))
@@ -62,6 +71,13 @@ def main() -> None:
         cells = [name, stem, str(n), transport, str(s.large_n), _pct(s.large_median), _pct(s.large_worst),
                  str(s.small_n), _pct(s.small_median), _pct(s.small_worst)]
         print(("| " + " | ".join(cells) + " |") if args.markdown else sep.join(cells))
+    if args.detail:
+        for name, table in details:
+            for k, grp in table.groupby("table", sort=True):
+                print(f"\n{name}#{k}  size  busbw_measured  busbw_sim  ratio  algo/proto")
+                for r in grp.itertuples(index=False):
+                    print(f"  {r.size:>12d}  {r.busbw_measured:9.2f}  {r.busbw_sim:9.2f}  {r.ratio:6.3f}  "
+                          f"{r.algo}/{r.proto}")
     within_large = sum(1 for *_, s in rows if s.large_n and s.large_median <= 0.10)
     within_small = sum(1 for *_, s in rows if s.small_n and s.small_median <= 0.25)
     print(f"\n{len(rows)} tables; median error <= 10% at >= 256 MiB: {within_large} of "

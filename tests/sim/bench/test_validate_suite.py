@@ -1,0 +1,140 @@
+"""The nccl-tests validation suite (tests/data/nccl_tests): provenance, fabrics, the tables as printed.
+
+Cheap by design: the full replay of every table is ``benchmarks/validate_nccl_tests.py``; here a new table
+is replayed at one size only.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import topologies
+from sim.bench.validate import error_summary, validate_trace
+from topologies.hardware import GPU_PRESETS, NIC_PRESETS
+from traces.formats.nccl_tests import parse_tables
+from traces.readers import ingest
+
+DATA = Path(__file__).resolve().parents[2] / "data" / "nccl_tests"
+ROOT = Path(__file__).resolve().parents[3]
+FABRICS = json.loads((DATA / "fabrics.json").read_text())
+TABLE_FILES = sorted(p.name for p in DATA.glob("*.txt"))
+#: Added this round (docs/validation.md, "New tables (this round)").
+NEW_FILES = ("xxrjun_10x8_h100_ib_five_ops.txt", "xxrjun_10x1_h100_ib_five_ops.txt",
+             "together_1x8_h100_reduce_scatter.txt", "together_4x8_b200_ib_sendrecv.txt")
+
+
+def _busbw_factor(op: str, n: int) -> float:
+    """nccl-tests' busbw / algbw (doc/PERFORMANCE.md)."""
+    if op == "AllReduce":
+        return 2 * (n - 1) / n
+    if op in ("AllGather", "ReduceScatter", "AllToAll"):
+        return (n - 1) / n
+    return 1.0
+
+
+def _one_size(name: str, size: int, tmp_path: Path) -> Path:
+    """The file with only the rows of ``size`` (every other line kept as it is)."""
+    lines = (DATA / name).read_text().splitlines()
+    kept = [ln for ln in lines if not (ln.split() and ln.split()[0].isdigit() and int(ln.split()[0]) != size)]
+    out = tmp_path / name
+    out.write_text("\n".join(kept) + "\n")
+    return out
+
+
+def _build(name: str):
+    fab = FABRICS[name]
+    return lambda e: topologies.build(fab["topo"], num_gpus=int(e["nranks"]),
+                                      gpus_per_server=int(e.get("gpus_per_node") or min(8, e["nranks"])),
+                                      **fab["set"])
+
+
+def test_every_table_has_its_source_and_a_fabric():
+    assert set(TABLE_FILES) == {k for k in FABRICS if not k.startswith("_")}
+    for name in TABLE_FILES:
+        first = (DATA / name).read_text().splitlines()[0]
+        assert first.startswith("# source:") and "setup:" in first, name
+        fab = FABRICS[name]
+        for key in ("gpu", "nvlink", "nics", "transport", "topo", "set"):
+            assert fab.get(key), (name, key)
+        assert fab["set"].get("gpu") in GPU_PRESETS, name
+        assert fab["set"].get("nic", "ib") in NIC_PRESETS, name
+        assert fab["set"]["link_gbps"] > 0, name
+
+
+@pytest.mark.parametrize("name", TABLE_FILES)
+def test_printed_columns_agree_with_the_ranks_read(name):
+    # algbw = size / time and busbw = algbw x nccl-tests' factor at the ranks the reader found: a check of
+    # the copy (no digit changed) and of the reader's rank count, on every row printed with 2+ digits
+    tables, report = parse_tables((DATA / name).read_text(), name)
+    assert tables
+    if name in NEW_FILES:  # older files keep launcher lines ("8 more processes have sent help message ...")
+        assert not report.skipped, (name, report.skipped)
+    for t in tables:
+        for r in t["rows"]:
+            if r["algbw"] >= 1.0 and r["time_us"] > 0:
+                assert r["size"] / (r["time_us"] * 1e3) == pytest.approx(r["algbw"], rel=0.01, abs=0.01), \
+                    (name, r["line"])
+                assert r["busbw"] / r["algbw"] == pytest.approx(_busbw_factor(t["op"], t["nranks"]), rel=0.01), \
+                    (name, r["line"])
+
+
+@pytest.mark.parametrize(("name", "ops", "nranks", "per_node"), [
+    ("xxrjun_10x8_h100_ib_five_ops.txt", ["AllReduce", "AllGather", "ReduceScatter", "AllToAll", "Send"], 80, 8),
+    ("xxrjun_10x1_h100_ib_five_ops.txt", ["AllReduce", "AllGather", "ReduceScatter", "AllToAll", "Send"], 10, 1),
+    ("together_1x8_h100_reduce_scatter.txt", ["ReduceScatter"], 8, 8),
+    ("together_4x8_b200_ib_sendrecv.txt", ["Send"], 32, 8),
+])
+def test_new_tables_read_as_printed(name, ops, nranks, per_node):
+    df = ingest([DATA / name], format="nccl-tests")
+    tables = df.attrs["collsim"]["nccl_tests"]
+    assert [t["op"] for t in tables] == ops
+    assert {t["nranks"] for t in tables} == {nranks}
+    assert {t["gpus_per_node"] for t in tables} == {per_node}
+    assert {t["nodes"] for t in tables} == {nranks // per_node}
+
+
+def test_zero_byte_rows_are_kept_and_left_out_of_the_error():
+    # the 1 x 8 ReduceScatter prints four 0-byte rows: read (no row dropped), never counted as an error
+    tables, _ = parse_tables((DATA / "together_1x8_h100_reduce_scatter.txt").read_text())
+    sizes = [r["size"] for r in tables[0]["rows"]]
+    assert len(sizes) == 31 and sizes.count(0) == 4
+    s = error_summary(pd.DataFrame({"table": [0, 0], "size": [0, 1 << 30], "ratio": [math.nan, 1.05]}))
+    assert s["large_n"].iloc[0] == 1 and s["small_n"].iloc[0] == 0
+
+
+@pytest.mark.parametrize(("name", "op", "size", "bound_gbps"), [
+    # AllToAll, one GPU per server: each rank's (n-1)/n S leaves over its one 400 Gb/s NIC -> busbw <= 50 GB/s
+    ("xxrjun_10x1_h100_ib_five_ops.txt", "AllToAll", 1073741760, 50.0),
+    # ReduceScatter in one H100 server: busbw cannot pass the 450 GB/s NVLink line rate
+    ("together_1x8_h100_reduce_scatter.txt", "ReduceScatter", 1073741824, 450.0),
+])
+def test_new_tables_replay_at_one_size(tmp_path, name, op, size, bound_gbps):
+    trace = ingest([_one_size(name, size, tmp_path)], format="nccl-tests")
+    table = validate_trace(trace, _build(name))
+    row = table[table["op"] == op]
+    assert len(row) == 1 and int(row["size"].iloc[0]) == size
+    sim, measured = float(row["busbw_sim"].iloc[0]), float(row["busbw_measured"].iloc[0])
+    assert 0 < sim <= bound_gbps * (1 + 1e-9)
+    assert row["ratio"].iloc[0] == pytest.approx(sim / measured)
+    assert row["algo"].iloc[0] and row["proto"].iloc[0]
+    assert np.isfinite(row["time_sim_us"].iloc[0])
+
+
+@pytest.mark.slow
+def test_benchmark_only_filter_reruns_one_table():
+    out = subprocess.run([sys.executable, "benchmarks/validate_nccl_tests.py", "--only", "together_1x8", "--detail"],
+                         capture_output=True, text=True, cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+    assert "together_1x8_h100_reduce_scatter.txt#0" in out.stdout and "1 tables;" in out.stdout
+    assert "ring/" in out.stdout
+    bad = subprocess.run([sys.executable, "benchmarks/validate_nccl_tests.py", "--only", "no_such_table"],
+                         capture_output=True, text=True, cwd=ROOT)
+    assert bad.returncode != 0 and "no table file matches" in bad.stderr
