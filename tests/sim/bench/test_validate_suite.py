@@ -28,7 +28,8 @@ FABRICS = json.loads((DATA / "fabrics.json").read_text())
 TABLE_FILES = sorted(p.name for p in DATA.glob("*.txt"))
 #: Added this round (docs/validation.md, "New tables (this round)").
 NEW_FILES = ("xxrjun_10x8_h100_ib_five_ops.txt", "xxrjun_10x1_h100_ib_five_ops.txt",
-             "together_1x8_h100_reduce_scatter.txt", "together_4x8_b200_ib_sendrecv.txt")
+             "together_1x8_h100_reduce_scatter.txt", "together_4x8_b200_ib_sendrecv.txt",
+             "nccl_tests_309_4x8_h100_ib_vm.txt", "nccl_tests_309_8x8_h100_ib.txt")
 
 
 def _busbw_factor(op: str, n: int) -> float:
@@ -91,6 +92,7 @@ def test_printed_columns_agree_with_the_ranks_read(name):
     ("xxrjun_10x1_h100_ib_five_ops.txt", ["AllReduce", "AllGather", "ReduceScatter", "AllToAll", "Send"], 10, 1),
     ("together_1x8_h100_reduce_scatter.txt", ["ReduceScatter"], 8, 8),
     ("together_4x8_b200_ib_sendrecv.txt", ["Send"], 32, 8),
+    ("nccl_tests_309_4x8_h100_ib_vm.txt", ["AllReduce"], 32, 8),
 ])
 def test_new_tables_read_as_printed(name, ops, nranks, per_node):
     df = ingest([DATA / name], format="nccl-tests")
@@ -99,6 +101,12 @@ def test_new_tables_read_as_printed(name, ops, nranks, per_node):
     assert {t["nranks"] for t in tables} == {nranks}
     assert {t["gpus_per_node"] for t in tables} == {per_node}
     assert {t["nodes"] for t in tables} == {nranks // per_node}
+
+
+def test_one_file_with_two_clusters_sizes_reads_each_rank_list():
+    # 8 nodes then 4 of them: the second Rank list starts a new table with its own ranks
+    tables, _ = parse_tables((DATA / "nccl_tests_309_8x8_h100_ib.txt").read_text())
+    assert [(t["nranks"], t["nodes"], t["gpus_per_node"]) for t in tables] == [(64, 8, 8), (32, 4, 8)]
 
 
 def test_zero_byte_rows_are_kept_and_left_out_of_the_error():
