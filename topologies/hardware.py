@@ -21,6 +21,12 @@ NIC presets (``nic=``)
     for Simple: ``src/graph/tuning.cc``): 0 for NCCL's own IB/RoCE and socket transports, 75 us for
     aws-ofi-nccl on EFA (its P5 default); ``protos``: protocols the transport allows (aws-ofi-nccl forces
     Simple where EFA does not deliver bytes in order).
+NCCL environment (``nccl_algo=``, ``nccl_proto=``, ``nvls=``, ``nccl_max_nchannels=``)
+    What a platform's NCCL profile sets, as a fabric attribute: ``NCCL_ALGO`` / ``NCCL_PROTO`` lists
+    (NCCL's syntax, checked by ``sim.planning``), ``NCCL_NVLS_ENABLE`` (``nvls=off``: GCP's TCPX / TCPXO
+    profiles set ``NCCL_NVLS_ENABLE=0``) and ``NCCL_MAX_NCHANNELS`` (GCP's A3 High profile runs
+    ``NCCL_MIN_NCHANNELS=NCCL_MAX_NCHANNELS=8``; a ring then has that many channels of the per-channel
+    bandwidth NCCL's topology search gives it, ``sim.planning.machine``). They need no GPU or NIC preset.
 """
 
 from __future__ import annotations
@@ -30,7 +36,7 @@ from typing import Any
 
 from topologies.errors import TopologyError
 
-__all__ = ["GPU_PRESETS", "HARDWARE_KEYS", "NIC_PRESETS", "default_link_rates", "hardware_attrs", "preset_help"]
+__all__ = ["GPU_PRESETS", "HARDWARE_KEYS", "NCCL_ENV_KEYS", "NIC_PRESETS", "default_link_rates", "hardware_attrs", "preset_help"]
 
 #: gpu= presets. Rates in Gb/s per GPU and direction.
 GPU_PRESETS: dict[str, dict[str, Any]] = {
@@ -56,25 +62,57 @@ NIC_PRESETS: dict[str, dict[str, Any]] = {
     "socket": {"efficiency": 0.94, "net_latency_us": 0.0, "protos": None,
                "about": "NCCL's TCP socket transport"},
 }
+#: NCCL environment parameters (see the module docstring): name -> the NCCL variable it stands for.
+NCCL_ENV_KEYS: dict[str, str] = {"nccl_algo": "NCCL_ALGO", "nccl_proto": "NCCL_PROTO", "nvls": "NCCL_NVLS_ENABLE",
+                                 "nccl_max_nchannels": "NCCL_MAX_NCHANNELS"}
 #: Topology parameters this module owns (``topologies.build`` passes them here, not to the builder).
-HARDWARE_KEYS = ("gpu", "nic")
+HARDWARE_KEYS = ("gpu", "nic", *NCCL_ENV_KEYS)
+_ON, _OFF = ("1", "on", "true", "yes"), ("0", "off", "false", "no")
+
+
+def _nccl_env(params: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """The NCCL environment parameters, checked for type (names in lists are checked by the planner)."""
+    out: dict[str, Any] = {}
+    for key in ("nccl_algo", "nccl_proto"):
+        value = params.get(key)
+        if value is not None:
+            if not isinstance(value, str) or not value.strip():
+                raise TopologyError(f"{where}: parameter '{key}' must be a non-empty {NCCL_ENV_KEYS[key]} list "
+                                    f"such as 'Ring,Tree'; got {value!r}")
+            out[key] = value.strip()
+    value = params.get("nvls")
+    if value is not None:
+        text = str(value).strip().lower()
+        if text not in _ON + _OFF:
+            raise TopologyError(f"{where}: parameter 'nvls' must be on or off (NCCL_NVLS_ENABLE); got {value!r}")
+        out["nvls"] = text in _ON
+    value = params.get("nccl_max_nchannels")
+    if value is not None:
+        if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value) or not 1 <= value <= 64:
+            raise TopologyError(f"{where}: parameter 'nccl_max_nchannels' must be an integer in 1 .. 64 "
+                                f"(NCCL_MAX_NCHANNELS); got {value!r}")
+        out["nccl_max_nchannels"] = int(value)
+    return out
 
 
 def hardware_attrs(params: Mapping[str, Any], where: str = "topology") -> dict[str, Any]:
-    """The ``graph.graph["hardware"]`` entry for ``gpu=`` / ``nic=`` parameters (empty: no preset).
+    """The ``graph.graph["hardware"]`` entry for ``gpu=`` / ``nic=`` presets and the NCCL environment
+    parameters (empty: none given).
 
     Raises
     ------
     TopologyError
-        An unknown preset name, naming the parameter and the known names.
+        An unknown preset name, naming the parameter and the known names; a bad NCCL environment value.
 
     Examples
     --------
     >>> hw = hardware_attrs({"gpu": "H100", "nic": "ib"})
     >>> hw["gpu"], round(hw["nvlink_efficiency"], 3), hw["net_latency_us"]
     ('h100', 0.824, 0.0)
+    >>> hardware_attrs({"nvls": "off", "nccl_max_nchannels": 8})
+    {'nvls': False, 'nccl_max_nchannels': 8}
     """
-    out: dict[str, Any] = {}
+    out: dict[str, Any] = _nccl_env(params, where)
     for key, table in (("gpu", GPU_PRESETS), ("nic", NIC_PRESETS)):
         value = params.get(key)
         if value is None:
@@ -106,5 +144,8 @@ def preset_help() -> str:
     """A plain-text table of the presets (for ``--help``)."""
     lines = ["gpu=  " + "; ".join(f"{k}: {v['about']}" for k, v in GPU_PRESETS.items()),
              "nic=  " + "; ".join(f"{k}: {v['about']}" for k, v in NIC_PRESETS.items()),
+             "NCCL environment  nccl_algo= (NCCL_ALGO), nccl_proto= (NCCL_PROTO), nvls=on|off (NCCL_NVLS_ENABLE), "
+             "nccl_max_nchannels= (NCCL_MAX_NCHANNELS: ring channels at the per-channel bandwidth of NCCL's "
+             "topology search)",
              "Without presets links run at line rate with NCCL's H100 latencies (no protocol efficiency)."]
     return "\n\n".join(lines)

@@ -39,10 +39,11 @@ DEFAULT_MAX_CHANNELS = 8
 DEFAULT_MAX_CHUNKS = 4
 #: Plans shrink chunks, then channels, to stay under this many transfers (the engine makes one flow each).
 DEFAULT_MAX_TRANSFERS = 100_000
-#: Trees, chains (Broadcast/Reduce), NVLS and PAT chunk as NCCL does, up to this many transfers per plan:
-#: their critical path pays a pipeline fill of (stages - 1) / chunks, so they need NCCL's chunk count (a
-#: ring's does not depend on it), and this bounds the plan instead of ``DEFAULT_MAX_CHUNKS``.
-DEFAULT_MAX_PIPELINE_TRANSFERS = 16_384
+#: Trees, chains (Broadcast/Reduce), NVLS and PAT chunk as NCCL does: their critical path pays a pipeline
+#: fill of (stages - 1) / chunks, so they need NCCL's chunk count (a ring's does not depend on it). Up to
+#: this many transfers a plan has one transfer per edge and chunk; beyond it each edge becomes three
+#: weighted pieces (head, body, tail: ``sim.planning.plan.assemble``) with the same critical path.
+DEFAULT_MAX_PIPELINE_TRANSFERS = 4_096
 
 
 def _check_proto(proto: str) -> None:
@@ -132,21 +133,28 @@ def nccl_chunk_bytes(op: str, algo: str, proto: str, nbytes: float, nchannels: i
     return chunk
 
 
-def pipeline_chunks(ch_bytes: float, chunk_bytes: float, per_channel: int, nchannels: int,
-                    max_transfers: int = DEFAULT_MAX_PIPELINE_TRANSFERS) -> int:
-    """Chunks per channel of a tree or chain: ``ceil(ch_bytes / chunk_bytes)``, at least 1, at most what
-    keeps ``nchannels x per_channel x chunks`` within ``max_transfers``.
+def pipeline_chunks(ch_bytes: float, chunk_bytes: float, per_channel: int = 1, nchannels: int = 1,
+                    max_transfers: int | None = None) -> int:
+    """Chunks per channel of a tree or chain: NCCL's ``ceil(ch_bytes / chunk_bytes)``, at least 1.
+
+    Plans no longer cap it (``assemble`` turns a long pipeline into three weighted pieces per edge whose
+    critical path is the same); ``max_transfers`` still caps ``nchannels x per_channel x chunks`` when
+    given.
 
     Examples
     --------
-    >>> pipeline_chunks(64 << 20, 512 << 10, 30, 8)
+    >>> pipeline_chunks(64 << 20, 512 << 10)
+    128
+    >>> pipeline_chunks(64 << 20, 512 << 10, 30, 8, max_transfers=16_384)
     68
     """
-    if max_transfers < 1:
+    if max_transfers is not None and max_transfers < 1:
         raise SimError(f"max_pipeline_transfers {max_transfers} must be >= 1")
     if not chunk_bytes > 0:
         raise SimError(f"chunk_bytes {chunk_bytes} must be > 0")
     want = max(1, math.ceil(ch_bytes / chunk_bytes))
+    if max_transfers is None:
+        return int(want)
     return int(max(1, min(want, max_transfers // max(1, nchannels * per_channel))))
 
 

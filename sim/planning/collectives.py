@@ -322,15 +322,17 @@ def plan_collective(op: str, nbytes: float, ranks: Sequence[int] | np.ndarray, *
     if pipelined and max_chunks is None:
         unit = chunk_bytes if chunk_bytes is not None else tuning.nccl_chunk_bytes(op, algo, proto, nbytes, nch, n,
                                                                                   nnodes)
-        nchunks = tuning.pipeline_chunks(ch_bytes, unit, per_channel, nch, max_pipeline_transfers)
+        # NCCL's chunk count, uncapped: a long pipeline becomes three weighted pieces per edge (assemble)
+        nchunks = tuning.pipeline_chunks(ch_bytes, unit)
     else:
         nchunks = tuning.chunks_for(grain, proto, tuning.DEFAULT_MAX_CHUNKS if max_chunks is None else max_chunks,
                                     chunk_bytes)
-    nchunks = max(1, min(nchunks, max_transfers // (nch * per_channel)))
+        nchunks = max(1, min(nchunks, max_transfers // (nch * per_channel)))
     if algo == "tree":
         parents = [logical.rank_tree(arr, server, c, nch) for c in range(nch)]
         edges = _tree_edges(arr, parents, server, ch_bytes, proto)
-        return wired(assemble(edges, nchunks, False, tuning.tree_base_latency_s(proto), algo, proto))
+        return wired(assemble(edges, nchunks, False, tuning.tree_base_latency_s(proto), algo, proto,
+                              max_pipeline_transfers))
 
     ring_orders = logical.rings_for_channels(arr, nch, server, rings)
     base, per_step = tuning.ring_step_latency_s(op, proto, n, nnodes, nbytes, model)
@@ -338,7 +340,8 @@ def plan_collective(op: str, nbytes: float, ranks: Sequence[int] | np.ndarray, *
         pos = np.argmax(ring_orders == arr[root], axis=1)
         shift = pos if op == "Broadcast" else pos + 1  # root first (Broadcast) or last (Reduce)
         orders = np.stack([np.roll(r, -int(s)) for r, s in zip(ring_orders, shift, strict=True)])
-        return wired(assemble(_chain_edges(orders, ch_bytes, per_step), nchunks, False, base, algo, proto))
+        return wired(assemble(_chain_edges(orders, ch_bytes, per_step), nchunks, False, base, algo, proto,
+                              max_pipeline_transfers))
     # AllReduce: 2(n-1) steps of one n-th of the channel's data; AllGather / ReduceScatter: n-1 steps of
     # one rank's share
     nsteps = per_channel // n
@@ -361,11 +364,10 @@ def _nvls_plan(arr: np.ndarray, groups: list[np.ndarray], nbytes: float, nnodes:
     hops = 2 * int(math.floor(math.log2(nnodes))) if nnodes > 1 else 0
     edges = nvls.nvls_edges(arr, groups, nch, nbytes / nch, net_hop_s=(total - base) / hops if hops else 0.0)
     unit = opts.chunk_bytes or tuning.nvls_chunk_bytes(algo, nbytes, ppn, nnodes)
-    nchunks = nvls.nvls_chunks(nbytes, ppn, unit, len(edges.src), opts.max_pipeline_transfers)
+    nchunks = nvls.nvls_chunks(nbytes, ppn, unit)
     if opts.max_chunks is not None:
         nchunks = min(nchunks, opts.max_chunks)
-    nchunks = max(1, min(nchunks, opts.max_transfers // max(1, len(edges.src))))
-    return assemble(edges, nchunks, False, base, algo, proto)
+    return assemble(edges, max(1, nchunks), False, base, algo, proto, opts.max_pipeline_transfers)
 
 
 def _relayed(plan: TransferPlan, server: dict[int, int], graph, mode: bool | None) -> TransferPlan:

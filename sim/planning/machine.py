@@ -8,9 +8,14 @@ import numpy as np
 
 from sim.errors import SimError
 from sim.planning import tuning
-from sim.planning.nccl_tables import NVLS_ARCHS
+from sim.planning.nccl_tables import (
+    NVLS_ARCHS,
+    RING_SEARCH_MAX_CHANNELS,
+    SM90_SPEED_ARRAY_INTRA,
+    SPEED_ARRAY_INTRA,
+)
 
-__all__ = ["graph_cost_model", "graph_machine", "has_nvswitch"]
+__all__ = ["graph_cost_model", "graph_machine", "has_nvswitch", "ring_search_intra"]
 
 _I64 = np.int64
 
@@ -28,6 +33,51 @@ def has_nvswitch(graph, node: str) -> bool:
     True
     """
     return any(graph.nodes[v].get("kind") == "nvswitch" for v in graph.neighbors(node))
+
+
+def ring_search_intra(total_gbs: float, arch: str) -> tuple[int, float]:
+    """(channels, GB/s per channel) of the ring NCCL's topology search finds inside one NVSwitch server.
+
+    ``search.cc`` (v2.23.4-1), for a GPU whose NVLinks carry ``total_gbs`` (NCCL's credit, e.g. 18 x 20.6
+    on H100): pass 1 tries the speeds of ``speedArrayIntra`` (``sm90SpeedArrayIntra`` on Hopper and later)
+    from the fastest, each giving ``floor(total / speed)`` channels (at most 16), keeps the best
+    ``channels x speed`` and stops once the next speed is at most 0.49 of the best one's or the total is
+    reached; ``ncclTopoDupChannels`` then doubles the channels and halves the speed when the speed is at
+    least 25 GB/s (on sm90, not when it is below 50 with more than 4 channels); pass 2 raises the speed
+    while the channels still fit.
+
+    Examples
+    --------
+    >>> ring_search_intra(18 * 20.6, "hopper")
+    (12, 30.0)
+    >>> ring_search_intra(12 * 20.0, "ampere")
+    (12, 20.0)
+    """
+    speeds = SM90_SPEED_ARRAY_INTRA if arch in NVLS_ARCHS else SPEED_ARRAY_INTRA
+    best_n, best_s = 0, 0.0
+    for i, speed in enumerate(speeds):
+        if speed > total_gbs:
+            continue
+        n = min(RING_SEARCH_MAX_CHANNELS, int(total_gbs // speed + 1e-9))
+        if n * speed > best_n * best_s:
+            best_n, best_s = n, speed
+        if best_n * best_s >= total_gbs - 1e-9:
+            break
+        if i + 1 < len(speeds) and speeds[i + 1] / best_s <= 0.49:
+            break
+    if best_n == 0:
+        return 1, float(total_gbs)
+    n, speed = best_n, best_s
+    sm90 = arch in NVLS_ARCHS
+    if speed >= 25.0 and not (sm90 and speed < 50.0 and n > 4):
+        dup = min(2 * n, RING_SEARCH_MAX_CHANNELS)
+        speed /= -(-dup // n)
+        n = dup
+    for faster in sorted(s for s in speeds if s > speed):
+        if n * faster > total_gbs + 1e-9:
+            break
+        speed = faster
+    return n, float(speed)
 
 
 def graph_machine(graph, ranks) -> tuple[np.ndarray, tuning.CostModel]:
@@ -63,10 +113,15 @@ def graph_cost_model(graph, intra_gbps: float = 0.0, inter_gbps: float = 0.0, *,
     """The :class:`~sim.planning.tuning.CostModel` of a topology's GPUs.
 
     Link rates come from the caller (per-GPU NVLink and network Gb/s; 0 keeps the H100 defaults); the
-    graph attributes ``nccl_algo`` / ``nccl_proto`` (``NCCL_ALGO`` / ``NCCL_PROTO`` syntax) restrict the
-    tuner. NVLS is enabled when every GPU hangs off an NVSwitch (``nvswitch``) and the GPU generation
-    has NVLink SHARP (sm90+: the ``gpu=`` preset's arch, Hopper without a preset), as NCCL's NVLS search
-    requires.
+    graph attributes ``nccl_algo`` / ``nccl_proto`` (``NCCL_ALGO`` / ``NCCL_PROTO`` syntax, set by
+    ``simrun bench --algo/--proto``), else the fabric's NCCL environment (``topologies.hardware``),
+    restrict the tuner. NVLS is enabled when every GPU hangs off an NVSwitch (``nvswitch``), the GPU
+    generation has NVLink SHARP (sm90+: the ``gpu=`` preset's arch, Hopper without a preset), as NCCL's
+    NVLS search requires, and the fabric does not say ``nvls=off`` (``NCCL_NVLS_ENABLE=0``). With
+    ``nccl_max_nchannels`` (``NCCL_MAX_NCHANNELS``) NVLink carries at most that many channels of the
+    per-channel speed of NCCL's ring search (:func:`ring_search_intra`): the NVLink efficiency drops to
+    ``min(1, channels x speed / NCCL's credit)`` of its value (every NVLink transfer of the
+    communicator; the network side is not capped).
 
     Examples
     --------
@@ -82,14 +137,21 @@ def graph_cost_model(graph, intra_gbps: float = 0.0, inter_gbps: float = 0.0, *,
     arch = str(hw.get("arch", "hopper"))
     intra = intra_gbps * 1e9 / 8 if intra_gbps > 0 else default.intra_bw_bytes_per_s
     inter = inter_gbps * 1e9 / 8 if inter_gbps > 0 else default.inter_bw_bytes_per_s
+    if hw.get("nccl_max_nchannels"):
+        credit_gbs = intra * nv_eff / 1e9
+        nch, speed = ring_search_intra(credit_gbs, arch)
+        nch = min(nch, int(hw["nccl_max_nchannels"]))
+        nv_eff *= min(1.0, nch * speed / credit_gbs)
     return tuning.CostModel(
         # the tuner sees the bandwidth NCCL's topology search credits (line rate x efficiency)
         intra_bw_bytes_per_s=intra * nv_eff, inter_bw_bytes_per_s=inter * nic_eff,
-        nvlink_efficiency=nv_eff, nic_efficiency=nic_eff, protocol_overhead=bool(hw),
+        nvlink_efficiency=nv_eff, nic_efficiency=nic_eff, protocol_overhead="gpu" in hw or "nic" in hw,
         net_latency_us=float(hw.get("net_latency_us", 0.0)),
-        arch={"blackwell": "hopper"}.get(arch, arch), nvls=bool(nvswitch) and arch in NVLS_ARCHS,
-        algos=tuning.parse_nccl_list(attrs.get("nccl_algo"), "algo"),
-        protos=tuning.parse_nccl_list(attrs.get("nccl_proto"), "proto") or _hardware_protos(attrs))
+        arch={"blackwell": "hopper"}.get(arch, arch),
+        nvls=bool(nvswitch) and arch in NVLS_ARCHS and bool(hw.get("nvls", True)),
+        algos=tuning.parse_nccl_list(attrs.get("nccl_algo") or hw.get("nccl_algo"), "algo"),
+        protos=(tuning.parse_nccl_list(attrs.get("nccl_proto") or hw.get("nccl_proto"), "proto")
+                or _hardware_protos(attrs)))
 
 
 def _hardware_protos(attrs) -> tuple[str, ...] | None:

@@ -34,6 +34,9 @@ __all__ = [
     "P2P_LL_THRESHOLD_BYTES",
     "PROTOS",
     "RING_LL128_MAX_PER_CH",
+    "RING_SEARCH_MAX_CHANNELS",
+    "SM90_SPEED_ARRAY_INTRA",
+    "SPEED_ARRAY_INTRA",
     "STEP_PAYLOAD_BYTES",
     "THREADS",
     "THREAD_THRESHOLD",
@@ -80,6 +83,13 @@ HW_LAT_US: dict[str, dict[str, tuple[float, float, float]]] = {
             "collnet_chain": (0.0, 0.0, 30.0), "nvls": (0.0, 0.0, 18.0), "nvls_tree": (0.0, 0.0, 14.0),
             "pat": (0.0, 0.0, 0.0)},
 }
+# --- topology search (search.cc, v2.23.4-1): per-channel speeds tried for a graph inside one node ------
+#: ``speedArrayIntra`` / ``sm90SpeedArrayIntra`` (GB/s per channel), tried from the fastest down.
+SPEED_ARRAY_INTRA: tuple[float, ...] = (40.0, 30.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0, 7.0, 6.0, 5.0, 4.0, 3.0)
+SM90_SPEED_ARRAY_INTRA: tuple[float, ...] = (60.0, 50.0, 40.0, 30.0, 24.0, 20.0, 15.0, 12.0, 11.0, 6.0, 3.0)
+#: ``ringGraph->maxChannels = MAXCHANNELS / 2`` (init.cc, MAXCHANNELS 32).
+RING_SEARCH_MAX_CHANNELS = 16
+
 #: PAT latency: 8 us base + log2(nNodes) x (inter latency / 3.5) + nRanks x 2.8 us (tuning.cc).
 PAT_LAT_BASE_US = 8.0
 PAT_LOG_LAT_DIVISOR = 3.5

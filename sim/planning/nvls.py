@@ -155,16 +155,17 @@ def nvls_edges(ranks: np.ndarray, groups: list[np.ndarray], nchannels: int, ch_b
     return b.edges()
 
 
-def nvls_chunks(nbytes: float, ppn: int, chunk_bytes: float, edges_per_plan: int, max_transfers: int) -> int:
+def nvls_chunks(nbytes: float, ppn: int, chunk_bytes: float, edges_per_plan: int = 1,
+                max_transfers: int | None = None) -> int:
     """Chunks per channel of an NVLS plan: NCCL's loop count ``ceil(S / (16 channels x ppn heads x
-    chunk))``, within the transfer budget.
+    chunk))`` (``max_transfers``, when given, caps ``edges_per_plan x chunks``).
 
     A plan with fewer channels than NCCL's 16 keeps NCCL's number of loops, so every stage of the
     pipeline takes as long as one of NCCL's and the fill costs the same time.
 
     Examples
     --------
-    >>> nvls_chunks(1 << 30, 8, 128 << 10, 32, 16384)
+    >>> nvls_chunks(1 << 30, 8, 128 << 10)
     64
     >>> nvls_chunks(1 << 34, 8, 128 << 10, 32, 16384)
     512
@@ -172,4 +173,6 @@ def nvls_chunks(nbytes: float, ppn: int, chunk_bytes: float, edges_per_plan: int
     if not chunk_bytes > 0:
         raise SimError(f"chunk_bytes {chunk_bytes} must be > 0")
     want = max(1, math.ceil(nbytes / (NVLS_CHANNELS * max(ppn, 1) * chunk_bytes)))
+    if max_transfers is None:
+        return int(want)
     return int(max(1, min(want, max_transfers // max(1, edges_per_plan))))

@@ -43,10 +43,12 @@ class PlanOptions:
     chunk_bytes : float, optional
         Pipelining grain (default: NCCL's chunk of the protocol).
     max_chunks : int, optional
-        Most chunks per channel and step (default: rings ``DEFAULT_MAX_CHUNKS``, trees and chains NCCL's
-        chunk size bounded by ``max_pipeline_transfers``).
+        Most chunks per channel and step (default: rings ``DEFAULT_MAX_CHUNKS``; trees, chains, NVLS and
+        PAT NCCL's chunk count).
     max_channels, max_transfers, max_pipeline_transfers : int
-        Channel cap of NCCL's size rule; plan size budgets.
+        Channel cap of NCCL's size rule; plan size budgets (``max_pipeline_transfers``: a pipelined plan
+        with more chunk transfers than this is planned as three weighted pieces per edge, with the same
+        critical path; see :func:`sim.planning.plan.assemble`).
     merge_nvlink_channels : bool
         Plan one channel for a communicator inside one server (same loads, fewer flows).
     model : sim.planning.tuning.CostModel, optional

@@ -105,12 +105,11 @@ def pat_plan(op: str, ranks: np.ndarray, nbytes: float, model: tuning.CostModel,
     nch = int(opts.nchannels or tuning.channels_for(op, "ring", "Simple", nbytes, n, opts.max_channels))
     edges = pat_edges(op, ranks, nch, nbytes / nch)
     unit = opts.chunk_bytes or _pat_chunk_bytes(op, total, nch)
-    nchunks = chunking.pipeline_chunks(nbytes / nch, unit, len(edges.src) // nch, nch, opts.max_pipeline_transfers)
+    nchunks = chunking.pipeline_chunks(nbytes / nch, unit)
     if opts.max_chunks is not None:
         nchunks = min(nchunks, opts.max_chunks)
-    nchunks = max(1, min(nchunks, opts.max_transfers // max(1, len(edges.src))))
     lat = tuning.algo_latency_s(op, "pat", "Simple", n, n, model)
-    return assemble(edges, nchunks, False, lat, "pat", "Simple")
+    return assemble(edges, max(1, nchunks), False, lat, "pat", "Simple", opts.max_pipeline_transfers)
 
 
 def nvls_gather_plan(op: str, ranks: np.ndarray, groups: list[np.ndarray], nbytes: float,
@@ -136,8 +135,8 @@ def nvls_gather_plan(op: str, ranks: np.ndarray, groups: list[np.ndarray], nbyte
                   leg=np.repeat(np.array([LEG_UP, LEG_DOWN], np.int8), n))
     total = tuning.nccl_nbytes(op, nbytes, n)
     unit = opts.chunk_bytes or tuning.nvls_chunk_bytes("nvls", total, n, 1)
-    nchunks = nvls_chunks(total, n, unit, 2 * n, opts.max_pipeline_transfers)
+    nchunks = nvls_chunks(total, n, unit)
     if opts.max_chunks is not None:
         nchunks = min(nchunks, opts.max_chunks)
     lat = tuning.algo_latency_s(op, "nvls", "Simple", n, 1, model)
-    return assemble(edges, max(1, nchunks), False, lat, "nvls", "Simple")
+    return assemble(edges, max(1, nchunks), False, lat, "nvls", "Simple", opts.max_pipeline_transfers)

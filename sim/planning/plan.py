@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["LEG_DOWN", "LEG_PATH", "LEG_UP", "Edges", "TransferPlan", "assemble", "excl_cumsum"]
+__all__ = ["LEG_DOWN", "LEG_PATH", "LEG_UP", "PIECES", "Edges", "TransferPlan", "assemble", "excl_cumsum"]
 
 _I32 = np.int32
 _I64 = np.int64
@@ -127,16 +127,58 @@ def _segments(starts: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.nd
     return row, starts[row] + k, k
 
 
+#: The fewest pieces per edge of a long pipeline (:func:`assemble`): head, one body, tail.
+PIECES = 3
+
+
+def _pieces(nchunks: int, n_edges: int, step_major: bool, prev: np.ndarray,
+            max_transfers: int | None) -> tuple[int, np.ndarray, np.ndarray]:
+    """(pieces per edge, share of the edge's bytes per piece, chunk lag of each piece's predecessor wait)."""
+    if (step_major or max_transfers is None or nchunks <= PIECES or nchunks * n_edges <= max_transfers
+            or np.any(prev >= 0)):
+        return nchunks, np.full(nchunks, 1.0 / nchunks), np.zeros(nchunks, dtype=_I64)
+    count = int(min(nchunks - 1, max(PIECES, max_transfers // max(n_edges, 1))))
+    body = count - 2
+    share = np.concatenate([[1.0], np.full(body, (nchunks - 2.0) / body), [1.0]]) / nchunks
+    lag = np.concatenate([[0], np.ones(body, dtype=_I64), [0]]).astype(_I64)
+    return count, share, lag
+
+
 def assemble(e: Edges, nchunks: int, step_major: bool, base_delay_s: float, algo: str,
-              proto: str) -> TransferPlan:
+             proto: str, max_transfers: int | None = None) -> TransferPlan:
     """The plan of ``nchunks`` chunks of every edge, in topological order.
 
     Transfer (edge, chunk) waits for the same chunk of every predecessor edge and for its own previous
     chunk (chunk 0: the last chunk of ``prev``). ``step_major`` orders rings (step, chunk, channel,
     position); otherwise chunk, step, channel (trees, chains, NVLS, PAT: a predecessor has a smaller step).
     Chunk 0 of an edge pays the edge's delay; a transfer with no dependency also pays ``base_delay_s``.
+
+    A pipelined plan (not ``step_major``, no ``prev`` chains) whose ``nchunks`` chunks per edge would
+    exceed ``max_transfers`` gets ``P = max(3, max_transfers // edges)`` pieces per edge instead: a
+    *head* of one chunk, ``K = P - 2`` *body* pieces sharing ``nchunks - 2`` chunks, and a *tail* of one
+    chunk. The head waits for the predecessors' heads; body piece ``k`` for its own piece ``k - 1`` and
+    the predecessors' piece ``k - 1`` (one piece of lag, so a body streams beside its upstream one but
+    never more than one piece ahead); the tail for its last body piece and the predecessors' tails. On
+    uncontended links the longest path equals the ``nchunks``-chunk pipeline's exactly: for every path
+    of edges, ``sum(delays up to k) + sum(u / B_e) + (S - u) / B_k`` maximised over the edge ``k`` where
+    it waits (``u = S / nchunks``; moving down a stage through the lag costs no extra piece), which is
+    the proportionate flow shop's makespan chunk by chunk (``docs/collectives.md``, "Long pipelines").
+    Under contention a body may run up to one piece (``S / nchunks x (nchunks - 2) / K``) ahead of its
+    upstream edge.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> z = np.zeros(2, np.int64)
+    >>> chain = Edges(src=np.array([0, 1]), dst=np.array([1, 2]), channel=z, step=np.array([0, 1]),
+    ...               bytes=np.array([100.0, 100.0]), delay_s=np.zeros(2), pred_ptr=np.array([0, 0, 1]),
+    ...               pred_idx=np.array([0]), prev=np.full(2, -1), pos=np.arange(2))
+    >>> p = assemble(chain, 10, False, 0.0, "ring", "Simple", max_transfers=8)
+    >>> p.bytes.tolist()[::2], p.chunk.tolist()[::2]
+    ([10.0, 40.0, 40.0, 10.0], [0, 1, 2, 3])
     """
-    n_edges, c_n = len(e.src), nchunks
+    n_edges = len(e.src)
+    c_n, share, lag = _pieces(nchunks, n_edges, step_major, e.prev, max_transfers)
     t_e = np.repeat(np.arange(n_edges, dtype=_I64), c_n)
     t_c = np.tile(np.arange(c_n, dtype=_I64), n_edges)
     n_t = len(t_e)
@@ -147,7 +189,7 @@ def assemble(e: Edges, nchunks: int, step_major: bool, base_delay_s: float, algo
     dep = np.empty(int(ptr[-1]), dtype=_I64)
     # transfer (edge, chunk) = edge * C + chunk: first its predecessors' same chunk, then its own chain
     row, src_pos, k = _segments(e.pred_ptr[t_e], npred)
-    dep[ptr[row] + k] = e.pred_idx[src_pos] * c_n + t_c[row]
+    dep[ptr[row] + k] = e.pred_idx[src_pos] * c_n + t_c[row] - lag[t_c[row]]
     rows = np.flatnonzero(chain)
     own_prev = np.where(t_c[rows] > 0, rows - 1, e.prev[t_e[rows]] * c_n + (c_n - 1))
     dep[ptr[rows] + npred[rows]] = own_prev
@@ -166,11 +208,10 @@ def assemble(e: Edges, nchunks: int, step_major: bool, base_delay_s: float, algo
     if np.any(dep_new >= row_new):  # a construction bug, never bad input
         raise RuntimeError("collective plan is not in topological order")
 
-    te = t_e[order]
-    delay = np.where(t_c[order] == 0, e.delay_s[te], 0.0) + np.where(cnt_new == 0, base_delay_s, 0.0)
+    te, tc = t_e[order], t_c[order]
+    delay = np.where(tc == 0, e.delay_s[te], 0.0) + np.where(cnt_new == 0, base_delay_s, 0.0)
     return TransferPlan(src=e.src[te].astype(_I32), dst=e.dst[te].astype(_I32),
-                        bytes=(e.bytes[te] / c_n).astype(np.float64), channel=e.channel[te].astype(_I32),
+                        bytes=(e.bytes[te] * share[tc]).astype(np.float64), channel=e.channel[te].astype(_I32),
                         delay_s=delay, dep_ptr=ptr_new, dep_idx=dep_new, algo=algo, proto=proto,
-                        step=e.step[te].astype(_I32), chunk=t_c[order].astype(_I32),
+                        step=e.step[te].astype(_I32), chunk=tc.astype(_I32),
                         leg=None if e.leg is None else e.leg[te].astype(np.int8))
-

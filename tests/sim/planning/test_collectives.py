@@ -12,7 +12,7 @@ from collections import defaultdict
 import networkx as nx
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sim.errors import SimError
@@ -218,7 +218,12 @@ def test_tree_critical_path_is_pipelined_depth(servers, ppn, proto):
     server_of = np.arange(n) // ppn
     plan = plan_collective("AllReduce", size, range(n), algo="tree", proto=proto, server_of=server_of,
                            nchannels=nch)
-    chunks = plan.chunk.max() + 1
+    # NCCL's chunk count (hundreds here): the plan carries it as three weighted pieces per edge
+    chunks = tuning.pipeline_chunks(size / nch, tuning.nccl_chunk_bytes("AllReduce", "tree", proto, size, nch, n,
+                                                                         servers))
+    edges = 2 * (n - 1) * nch
+    pieces = max(3, min(chunks - 1, tuning.DEFAULT_MAX_PIPELINE_TRANSFERS // edges))
+    assert chunks * edges > tuning.DEFAULT_MAX_PIPELINE_TRANSFERS and len(plan) == pieces * edges
     tau = size / nch / chunks / (B / nch)
     worst = 0.0
     for t in (0, 1):
@@ -229,6 +234,41 @@ def test_tree_critical_path_is_pipelined_depth(servers, ppn, proto):
         worst = max(worst, lat + (2 * depth + chunks - 1) * tau)
     expected = tuning.tree_base_latency_s(proto) + worst
     assert critical_path_s(plan, B / nch) == pytest.approx(expected, rel=1e-9)
+
+
+def critical_path_two_rates_s(plan: TransferPlan, server_of, nvlink_bw: float, net_bw: float) -> float:
+    """Longest path where a transfer inside a server runs at ``nvlink_bw`` and one across at ``net_bw``."""
+    finish = np.zeros(len(plan))
+    pos = {int(r): i for i, r in enumerate(sorted(set(plan.src.tolist()) | set(plan.dst.tolist())))}
+    for i in range(len(plan)):
+        deps = plan.dep_idx[plan.dep_ptr[i]:plan.dep_ptr[i + 1]]
+        start = finish[deps].max() if len(deps) else 0.0
+        same = server_of[pos[int(plan.src[i])]] == server_of[pos[int(plan.dst[i])]]
+        finish[i] = start + plan.delay_s[i] + plan.bytes[i] / (nvlink_bw if same else net_bw)
+    return float(finish.max()) if len(plan) else 0.0
+
+
+@settings(max_examples=25, deadline=None)
+@given(layouts, st.integers(1, 3), st.sampled_from(["AllReduce", "Broadcast"]), st.integers(4, 40),
+       st.floats(1.0, 20.0), st.integers(3, 12))
+def test_long_pipeline_pieces_have_the_chunked_critical_path(sizes, nch, op, chunks, nvlink_ratio, pieces):
+    # head / body pieces / tail per edge: the same longest path as NCCL's chunk-by-chunk pipeline, with
+    # stages of different speeds (NVLink hops nvlink_ratio times faster than network hops) and latencies
+    ranks, server_of = layout(sizes)
+    algo = "tree" if op == "AllReduce" else "ring"
+    size = 3e8
+    kw = dict(algo=algo, proto="Simple", server_of=server_of, nchannels=nch, chunk_bytes=size / nch / chunks,
+              root=0)
+    full = plan_collective(op, size, ranks, max_pipeline_transfers=10**9, **kw)
+    edges = len(full) // chunks
+    short = plan_collective(op, size, ranks, max_pipeline_transfers=pieces * edges, **kw)
+    want = chunks if chunks <= pieces else max(3, min(chunks - 1, pieces))
+    assert full.chunk.max() + 1 == chunks and short.chunk.max() + 1 == want
+    assert len(short) == want * edges and short.total_bytes == pytest.approx(full.total_bytes)
+    check_dag(short)
+    rates = (B * nvlink_ratio, B)
+    assert critical_path_two_rates_s(short, server_of, *rates) == pytest.approx(
+        critical_path_two_rates_s(full, server_of, *rates), rel=1e-9)
 
 
 # --- direct ----------------------------------------------------------------------------------------------

@@ -1,0 +1,71 @@
+"""The fabric's NCCL environment (``nccl_algo``, ``nccl_proto``, ``nvls``, ``nccl_max_nchannels``) and the
+ring channels of NCCL's topology search (sim.planning.machine)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import topologies
+from sim.planning.collectives import plan_collective
+from sim.planning.machine import graph_cost_model, graph_machine, ring_search_intra
+from sim.planning.nccl_tables import RING_SEARCH_MAX_CHANNELS, SM90_SPEED_ARRAY_INTRA, SPEED_ARRAY_INTRA
+from topologies.errors import TopologyError
+
+
+def _h100(**kw):
+    return topologies.build("rail_optimized", num_gpus=16, gpus_per_server=8, gpu="h100", nic="ib", link_gbps=400,
+                            **kw)
+
+
+def test_nvls_off_removes_nvls_and_nvlstree():
+    ranks = list(range(16))
+    assert plan_collective("AllReduce", 1 << 30, ranks, graph=_h100()).algo == "nvls_tree"
+    g = _h100(nvls="off")
+    assert not graph_machine(g, ranks)[1].nvls
+    assert plan_collective("AllReduce", 1 << 30, ranks, graph=g).algo in ("ring", "tree")
+    assert plan_collective("AllReduce", 1 << 30, range(8), graph=g).algo in ("ring", "tree")
+
+
+def test_nccl_algo_and_proto_from_the_fabric():
+    g = _h100(nccl_algo="Ring", nccl_proto="Simple")
+    model = graph_machine(g, range(16))[1]
+    assert model.algos == ("ring",) and model.protos == ("Simple",) and model.protocol_overhead
+    plan = plan_collective("AllReduce", 1 << 20, range(16), graph=g)
+    assert (plan.algo, plan.proto) == ("ring", "Simple")
+    # the environment alone is no hardware preset: line rates, no protocol overhead
+    bare = topologies.build("rail_optimized", num_gpus=8, gpus_per_server=8, nccl_proto="LL128,Simple")
+    assert not graph_cost_model(bare).protocol_overhead and graph_cost_model(bare).protos == ("LL128", "Simple")
+
+
+@pytest.mark.parametrize(("params", "message"), [
+    ({"nvls": "maybe"}, "'nvls' must be on or off"),
+    ({"nccl_max_nchannels": 0}, "'nccl_max_nchannels' must be an integer in 1 .. 64"),
+    ({"nccl_max_nchannels": 2.5}, "'nccl_max_nchannels' must be an integer"),
+    ({"nccl_algo": ""}, "'nccl_algo' must be a non-empty NCCL_ALGO list"),
+])
+def test_bad_environment_values_name_the_parameter(params, message):
+    with pytest.raises(TopologyError, match=message):
+        topologies.build("rail_optimized", num_gpus=8, gpus_per_server=8, **params)
+
+
+def test_max_channels_caps_nvlink_at_the_searched_channel_speed():
+    # H100: NCCL's search gives 12 ring channels of 30 GB/s; NCCL_MAX_NCHANNELS=8 leaves 8 x 30 of 370.8
+    full = graph_machine(_h100(), range(8))[1]
+    capped = graph_machine(_h100(nccl_max_nchannels=8), range(8))[1]
+    assert capped.intra_bw_bytes_per_s == pytest.approx(8 * 30e9)
+    assert capped.nvlink_efficiency == pytest.approx(full.nvlink_efficiency * 240 / 370.8)
+    roomy = graph_machine(_h100(nccl_max_nchannels=32), range(8))[1]
+    assert roomy.intra_bw_bytes_per_s == pytest.approx(full.intra_bw_bytes_per_s * 360 / 370.8)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.floats(3.0, 1500.0), st.sampled_from(["ampere", "hopper"]))
+def test_ring_search_stays_within_the_links_and_uses_nccl_speeds(total_gbs, arch):
+    n, speed = ring_search_intra(total_gbs, arch)
+    speeds = SM90_SPEED_ARRAY_INTRA if arch == "hopper" else SPEED_ARRAY_INTRA
+    assert 1 <= n <= RING_SEARCH_MAX_CHANNELS
+    assert n * speed <= total_gbs + 1e-6
+    # a speed of the array, or one halved by the channel duplication
+    assert speed in speeds or 2 * speed in speeds or 3 * speed in speeds or total_gbs < min(speeds)
