@@ -92,6 +92,9 @@ def size_label(nbytes: float) -> str:
 
 
 def _size_axis(ax, sizes: np.ndarray) -> None:
+    if sizes.size == 0:  # only 0-byte rows: nothing to place on a log axis
+        ax.text(0.5, 0.5, "no rows above 0 bytes", transform=ax.transAxes, ha="center", va="center")
+        return
     ax.set_xscale("log", base=2)
     lo, hi = np.log2(max(sizes.min(), 1)), np.log2(max(sizes.max(), 1))
     ticks = 2.0 ** np.arange(math.floor(lo), math.ceil(hi) + 1, max(1, math.ceil((hi - lo) / 10)))
@@ -101,10 +104,25 @@ def _size_axis(ax, sizes: np.ndarray) -> None:
     ax.grid(True, which="major", alpha=0.3)
 
 
+def _positive_sizes(table: pd.DataFrame, fig: Figure) -> pd.DataFrame:
+    """The rows a log size axis can place; says on the figure how many 0-byte rows it left out.
+
+    nccl-tests prints 0-byte rows (``-b 0``); they stay in the printed and written tables, but a log
+    axis has no place for them and matplotlib would draw their line off to the left edge.
+    """
+    keep = table["size"].to_numpy(dtype=float) > 0
+    left_out = int((~keep).sum())
+    if left_out:
+        fig.text(0.99, 0.005, f"{left_out} row(s) of 0 bytes not plotted (log axis)",
+                 ha="right", va="bottom", fontsize=7, color="0.4")
+    return table[keep]
+
+
 def plot_bench(table: pd.DataFrame, path: Path, title: str) -> Path:
     """busbw against size, one marker colour per (algorithm, protocol) the tuner chose."""
     fig = Figure(figsize=(8, 4.5), dpi=DPI)
     ax = fig.add_subplot()
+    table = _positive_sizes(table, fig)
     sizes = table["size"].to_numpy(dtype=float)
     busbw = table["busbw"].to_numpy(dtype=float)
     ax.plot(sizes, busbw, color="0.6", lw=1, zorder=1)
@@ -127,6 +145,7 @@ def plot_validate(table: pd.DataFrame, path: Path, title: str) -> Path:
     """Measured and simulated busbw against size (top) and their ratio (bottom)."""
     fig = Figure(figsize=(8, 6), dpi=DPI)
     ax, ax2 = fig.subplots(2, 1, sharex=True, gridspec_kw={"height_ratios": [2, 1]})
+    table = _positive_sizes(table, fig)
     sizes = table["size"].to_numpy(dtype=float)
     ax.plot(sizes, table["busbw_measured"], "o-", color="black", ms=4, label="measured (nccl-tests)")
     ax.plot(sizes, table["busbw_sim"], "s--", color="tab:blue", ms=4, label="collsim")

@@ -221,3 +221,22 @@ def test_cli_bench_documents_and_checks_nccls_algorithms(tmp_path):
                                    str(tmp_path / "x")], capture_output=True, text=True, cwd=ROOT)
     assert bad.returncode == 2 and bad.stderr.startswith("simrun: error: NCCL_ALGO 'NVLSX'")
     assert "Traceback" not in bad.stderr
+
+
+def test_plots_leave_out_zero_byte_rows(tmp_path, monkeypatch):
+    # nccl-tests prints 0-byte rows (-b 0): a log size axis cannot place them, so the plots leave them
+    # out (the tables keep them) and an all-zero table still gives a figure instead of a crash.
+    from sim.bench import report
+
+    drawn_sizes = []
+    real_size_axis = report._size_axis
+    monkeypatch.setattr(report, "_size_axis",
+                        lambda ax, sizes: (drawn_sizes.append(sizes), real_size_axis(ax, sizes))[1])
+    table = pd.DataFrame({"size": [0, 1024, 4096], "busbw_measured": [0.0, 1.0, 2.0],
+                          "busbw_sim": [0.0, 1.1, 2.1], "ratio": [np.nan, 1.1, 1.05],
+                          "busbw": [0.0, 1.1, 2.1], "algo": ["RING"] * 3, "proto": ["LL"] * 3})
+    assert report.plot_validate(table, tmp_path / "v.png", "t").is_file()
+    assert report.plot_bench(table, tmp_path / "b.png", "t").is_file()
+    assert [list(s) for s in drawn_sizes] == [[1024.0, 4096.0], [1024.0, 4096.0]]
+    zeros = table.iloc[:1]
+    assert report.plot_validate(zeros, tmp_path / "z.png", "t").is_file()
