@@ -15,9 +15,11 @@ import math
 import numpy as np
 from numba import njit
 
+from sim.network import constants
 from sim.network.constants import THETA_RTOL
 from sim.network.events_rank import group_rank
 from sim.network.live import LiveFlows
+from sim.network.maxmin_heap import max_min_heap_kernel
 from sim.network.maxmin_numba import max_min_kernel
 
 __all__ = ["next_event", "solve", "step"]
@@ -37,7 +39,7 @@ def solve(live: LiveFlows, theta: float, now_s: float, capacity: np.ndarray) -> 
     n, iterations = _solve_kernel(theta * (1.0 - THETA_RTOL), now_s, capacity, live.hi, live.n_slots,
                                   live.alive, live.rem0, live.t0, live.rate, live.pred, live.w, live.deg,
                                   live.links, live.count, live.load, live.lmap, live.touched, live.acc_a,
-                                  live.acc_b, live.slot_buf)
+                                  live.acc_b, live.slot_buf, constants.HEAP_MIN_INCIDENCES)
     return int(n), int(iterations)
 
 
@@ -101,7 +103,7 @@ def _step_kernel(target, slack, dt, hi, alive, rem0, t0, rate, pred, w, deg, lin
 
 @njit(cache=True, nogil=True, error_model="numpy")
 def _solve_kernel(threshold, now, capacity, hi, n_slots, alive, rem0, t0, rate, pred, w, deg, links, count,
-                  load, lmap, used, acc_old, acc_new, cand):
+                  load, lmap, used, acc_old, acc_new, cand, heap_min):
     n = 0
     for s in range(hi):
         if alive[s] and rate[s] >= threshold:
@@ -110,7 +112,7 @@ def _solve_kernel(threshold, now, capacity, hi, n_slots, alive, rem0, t0, rate, 
     if n == 0:
         return 0, 0
     iterations = _resolve(cand, n, n == n_slots, now, capacity, rem0, t0, rate, pred, w, deg, links, count,
-                          load, lmap, used, acc_old, acc_new)
+                          load, lmap, used, acc_old, acc_new, heap_min)
     if iterations < 0:   # float rounding at an exact tie starved a flow: a full solve is always safe
         n = 0
         for s in range(hi):
@@ -118,13 +120,13 @@ def _solve_kernel(threshold, now, capacity, hi, n_slots, alive, rem0, t0, rate, 
                 cand[n] = s
                 n += 1
         iterations = _resolve(cand, n, True, now, capacity, rem0, t0, rate, pred, w, deg, links, count,
-                              load, lmap, used, acc_old, acc_new)
+                              load, lmap, used, acc_old, acc_new, heap_min)
     return n, iterations
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
 def _resolve(cand, n, full, now, capacity, rem0, t0, rate, pred, w, deg, links, count, load, lmap, used,
-             acc_old, acc_new):
+             acc_old, acc_new, heap_min):
     nnz = 0
     for i in range(n):
         nnz += deg[cand[i]]
@@ -157,7 +159,10 @@ def _resolve(cand, n, full, now, capacity, rem0, t0, rate, pred, w, deg, links, 
     for u in range(n_used):
         k = used[u]
         residual[u] = capacity[k] if full else capacity[k] - (load[k] - acc_old[k])
-    new, iterations = max_min_kernel(ptr, lk, residual, wc)
+    if nnz >= heap_min:   # a big solve: one bottleneck at a time, not a pass per level
+        new, iterations = max_min_heap_kernel(ptr, lk, residual, wc)
+    else:
+        new, iterations = max_min_kernel(ptr, lk, residual, wc)
     starved = False
     if not full:
         for i in range(n):
