@@ -50,7 +50,7 @@ def _is_max_min(ptr, links, caps, w, rates) -> bool:
     return True
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=25, deadline=None)
 @given(instances())
 def test_heap_kernel_gives_the_max_min_rates(inst):
     ptr, links, caps, weight = inst
