@@ -4,8 +4,11 @@ The numpy operations make about ten passes with temporaries over every flow in f
 kernels make one pass to select (finishers, or the slots to re-solve), then touch only the selected slots
 and their links, through per-link scratch arrays that are reset after use (so no pass is over all links,
 except ``link_bytes += load * dt``). Per-link sums are accumulated in slot order from zero, as
-``np.bincount`` does, and added afterwards, so the results are the numpy version's bits (tested).
-Imported only by :func:`sim.network.events.backend`; numba caches the machine code (``cache=True``).
+``np.bincount`` does, and added afterwards, so the results are the numpy version's bits (tested). The next
+batch end is one kernel too, the rank selection of big batching groups included (one gathering pass, then
+a selection per group), so an event is three compiled calls and no numpy pass over the slots. Solves of
+:data:`sim.network.constants.HEAP_MIN_INCIDENCES` or more go to the heap water-filling
+(:mod:`sim.network.maxmin_heap`; same allocation, rounding may differ). Imported only by :func:`sim.network.events.backend`; numba caches the machine code (``cache=True``).
 """
 
 from __future__ import annotations
@@ -15,9 +18,10 @@ import math
 import numpy as np
 from numba import njit
 
+from sim.network import constants
 from sim.network.constants import THETA_RTOL
-from sim.network.events_rank import group_rank
 from sim.network.live import LiveFlows
+from sim.network.maxmin_heap import max_min_heap_kernel
 from sim.network.maxmin_numba import max_min_kernel
 
 __all__ = ["next_event", "solve", "step"]
@@ -37,19 +41,15 @@ def solve(live: LiveFlows, theta: float, now_s: float, capacity: np.ndarray) -> 
     n, iterations = _solve_kernel(theta * (1.0 - THETA_RTOL), now_s, capacity, live.hi, live.n_slots,
                                   live.alive, live.rem0, live.t0, live.rate, live.pred, live.w, live.deg,
                                   live.links, live.count, live.load, live.lmap, live.touched, live.acc_a,
-                                  live.acc_b, live.slot_buf)
+                                  live.acc_b, live.slot_buf, constants.HEAP_MIN_INCIDENCES)
     return int(n), int(iterations)
 
 
 def next_event(live: LiveFlows, q: float) -> float:
-    """:func:`sim.network.events.next_event_numpy`, compiled (the per-group pass; the rank selection of
-    groups of ``1 / q`` flows or more is numpy's, :func:`sim.network.events.group_rank`)."""
-    best, n_big, big_k, n_groups = _next_event_kernel(q, live.hi, live.alive, live.pred, live.w, live.group,
-                                                      live.group_w, live.group_n, live.group_min, live.group_buf)
-    best = float(best)
-    for g, k in zip(live.group_buf[:n_big].tolist(), big_k.tolist(), strict=True):
-        best = min(best, group_rank(live, g, k, whole=n_groups == 1))
-    return best
+    """:func:`sim.network.events.next_event_numpy`, compiled (the rank selection of groups of ``1 / q``
+    flows or more too: the same finish time, an element of ``pred``, whatever the selection algorithm)."""
+    return float(_next_event_kernel(q, live.hi, live.alive, live.pred, live.w, live.group, live.weighted,
+                                    live.group_w, live.group_n, live.group_min, live.group_buf))
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -101,7 +101,7 @@ def _step_kernel(target, slack, dt, hi, alive, rem0, t0, rate, pred, w, deg, lin
 
 @njit(cache=True, nogil=True, error_model="numpy")
 def _solve_kernel(threshold, now, capacity, hi, n_slots, alive, rem0, t0, rate, pred, w, deg, links, count,
-                  load, lmap, used, acc_old, acc_new, cand):
+                  load, lmap, used, acc_old, acc_new, cand, heap_min):
     n = 0
     for s in range(hi):
         if alive[s] and rate[s] >= threshold:
@@ -110,7 +110,7 @@ def _solve_kernel(threshold, now, capacity, hi, n_slots, alive, rem0, t0, rate, 
     if n == 0:
         return 0, 0
     iterations = _resolve(cand, n, n == n_slots, now, capacity, rem0, t0, rate, pred, w, deg, links, count,
-                          load, lmap, used, acc_old, acc_new)
+                          load, lmap, used, acc_old, acc_new, heap_min)
     if iterations < 0:   # float rounding at an exact tie starved a flow: a full solve is always safe
         n = 0
         for s in range(hi):
@@ -118,13 +118,13 @@ def _solve_kernel(threshold, now, capacity, hi, n_slots, alive, rem0, t0, rate, 
                 cand[n] = s
                 n += 1
         iterations = _resolve(cand, n, True, now, capacity, rem0, t0, rate, pred, w, deg, links, count,
-                              load, lmap, used, acc_old, acc_new)
+                              load, lmap, used, acc_old, acc_new, heap_min)
     return n, iterations
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
 def _resolve(cand, n, full, now, capacity, rem0, t0, rate, pred, w, deg, links, count, load, lmap, used,
-             acc_old, acc_new):
+             acc_old, acc_new, heap_min):
     nnz = 0
     for i in range(n):
         nnz += deg[cand[i]]
@@ -157,7 +157,10 @@ def _resolve(cand, n, full, now, capacity, rem0, t0, rate, pred, w, deg, links, 
     for u in range(n_used):
         k = used[u]
         residual[u] = capacity[k] if full else capacity[k] - (load[k] - acc_old[k])
-    new, iterations = max_min_kernel(ptr, lk, residual, wc)
+    if nnz >= heap_min:   # a big solve: one bottleneck at a time, not a pass per level
+        new, iterations = max_min_heap_kernel(ptr, lk, residual, wc)
+    else:
+        new, iterations = max_min_kernel(ptr, lk, residual, wc)
     starved = False
     if not full:
         for i in range(n):
@@ -196,13 +199,13 @@ def _resolve(cand, n, full, now, capacity, rem0, t0, rate, pred, w, deg, links, 
 
 
 @njit(cache=True, nogil=True)
-def _next_event_kernel(q, hi, alive, pred, w, group, group_w, group_n, group_min, group_buf):
+def _next_event_kernel(q, hi, alive, pred, w, group, weighted, group_w, group_n, group_min, group_buf):
     if q == 0.0:
         best = math.inf
         for s in range(hi):
             if alive[s] and pred[s] < best:
                 best = pred[s]
-        return best, 0, np.empty(0), 0
+        return best
     n_groups = 0
     for s in range(hi):
         if alive[s]:
@@ -215,22 +218,63 @@ def _next_event_kernel(q, hi, alive, pred, w, group, group_w, group_n, group_min
                 group_min[g] = pred[s]
             group_n[g] += 1
             group_w[g] += w[s]
-    # groups of fewer than 1/q flows batch nothing (rank 0: their earliest finish); the others need a
-    # selection (left to numpy), only when their earliest finish is before the best so far
+    # groups of fewer than 1/q flows batch nothing (rank 0: their earliest finish); the others need the
+    # rank-k finish, only when their earliest finish is before the best so far
     best = math.inf
     for i in range(n_groups):
         g = group_buf[i]
         if math.floor(q * group_w[g]) == 0.0 and group_min[g] < best:
             best = group_min[g]
+    # the big groups' predicted finishes, gathered group by group in one pass (group_n: the cursor)
+    offset = np.full(n_groups + 1, 0, dtype=np.int64)
+    big = np.zeros(n_groups, dtype=np.int64)
     n_big = 0
-    big_k = np.empty(n_groups)
+    total = 0
     for i in range(n_groups):
         g = group_buf[i]
         k = math.floor(q * group_w[g])
         if k > 0.0 and group_min[g] < best:
-            big_k[n_big] = k
-            group_buf[n_big] = g
+            big[n_big] = g
+            offset[n_big] = total
+            total += group_n[g]
+            group_n[g] = -(n_big + 1)   # marks a big group: its index in ``big``
             n_big += 1
+        else:
+            group_n[g] = 0
+    offset[n_big] = total
+    if n_big:
+        cursor = offset[:n_big].copy()
+        buf_pred = np.empty(total)
+        buf_w = np.empty(total)
+        for s in range(hi):
+            if alive[s]:
+                b = group_n[group[s]]
+                if b < 0:
+                    at = cursor[-b - 1]
+                    buf_pred[at] = pred[s]
+                    buf_w[at] = w[s]
+                    cursor[-b - 1] = at + 1
+        for b in range(n_big):
+            g = big[b]
+            seg = buf_pred[offset[b]:offset[b + 1]]
+            k = math.floor(q * group_w[g])
+            if not weighted:
+                kk = np.int64(k)
+                value = np.partition(seg, kk)[kk]
+            else:   # a slot of weight w counts w times: the first finish whose running weight passes k
+                order = np.argsort(seg, kind="mergesort")
+                run = 0.0
+                value = seg[order[order.size - 1]]
+                for j in range(order.size):
+                    run += buf_w[offset[b] + order[j]]
+                    if run > k:
+                        value = seg[order[j]]
+                        break
+            if value < best:
+                best = value
+            group_n[g] = 0
+    for i in range(n_groups):
+        g = group_buf[i]
         group_n[g] = 0
         group_w[g] = 0.0
-    return best, n_big, big_k[:n_big], n_groups
+    return best

@@ -27,10 +27,12 @@ Public state and accessors (arrays indexed by link id or by flow id; do not writ
     crossing it stall at rate 0 until it comes back).
 ``finish_s``, ``start_s`` (float64 [flows])
     per flow id, the only per-flow record kept for the whole run (16 bytes a flow); ``finish_s`` is NaN
-    while the flow is in flight, else the time its last byte was sent.
-``now_s``, ``num_flows``, ``num_active``, ``peak_active``, ``has_completions``
+    while the flow is in flight, else the time its last byte was sent. With ``keep_flow_times=False``
+    nothing per flow outlives the flow: these two raise, and ``last_finish_s`` (float64, aligned with the
+    ids the last :meth:`FlowNetwork.advance` returned) gives the finish times instead.
+``now_s``, ``num_flows``, ``num_active``, ``peak_active``, ``has_completions``, ``slots_allocated``
     current time, flows ever added, flows in flight, most flows in flight at once, completions not yet
-    returned by :meth:`FlowNetwork.advance`.
+    returned by :meth:`FlowNetwork.advance`, rows of the slot arrays.
 ``active_flows() -> (ids, rate_bytes_per_s)``, ``link_load_bytes_per_s()``, ``remaining_bytes(ids)``
     the current max-min rates, the per-link load (sum of rates), the bytes flows have left at ``now_s``.
 ``stats``
@@ -80,6 +82,7 @@ from sim.network.merge import identical_flows
 __all__ = ["FlowNetwork", "max_min_rates"]
 
 _NO_IDS = np.zeros(0, dtype=np.int64)
+_NO_TIMES = np.zeros(0)
 
 
 class FlowNetwork:
@@ -92,6 +95,10 @@ class FlowNetwork:
     completion_quantile : float, default 0.0
         0 re-solves at every completion (exact); q in (0, 1) jumps to the smallest per-group q-quantile of
         predicted finish times before re-solving (faster, slightly late finishes; see the module docstring).
+    keep_flow_times : bool, default True
+        Keep ``start_s`` and ``finish_s`` per flow id for the whole run; False keeps only the flows in
+        flight (memory follows the flows alive at once) and hands finish times out with each
+        :meth:`advance` (``last_finish_s``).
 
     Raises
     ------
@@ -110,7 +117,8 @@ class FlowNetwork:
     ([0, 1], [1.0, 2.0])
     """
 
-    def __init__(self, capacity_bytes_per_s: np.ndarray, *, completion_quantile: float = 0.0):
+    def __init__(self, capacity_bytes_per_s: np.ndarray, *, completion_quantile: float = 0.0,
+                 keep_flow_times: bool = True):
         capacity = np.array(capacity_bytes_per_s, dtype=np.float64).reshape(-1)
         if capacity.size == 0 or not np.all(np.isfinite(capacity)) or np.any(capacity <= 0):
             raise SimError("capacity_bytes_per_s: every link capacity must be finite and > 0")
@@ -123,26 +131,34 @@ class FlowNetwork:
         self.link_bytes = np.zeros(self.num_links)
         self.peak_active = 0
         self.stats = {"solves": 0, "flows_solved": 0, "iterations": 0, "steps": 0, "merged": 0}
-        self._start = GrowBuffer(np.float64)    # per flow id, for the whole run
-        self._finish = GrowBuffer(np.float64)
+        self._num_flows = 0
+        # per flow id, for the whole run (unless told not to)
+        self._start = GrowBuffer(np.float64) if keep_flow_times else None
+        self._finish = GrowBuffer(np.float64) if keep_flow_times else None
+        self.last_finish_s = np.zeros(0)         # finish times of the ids the last advance returned
         self._live = LiveFlows(self.num_links)
         self._groups: dict = {}                 # group key -> dense index (None: flows without a group)
         self._ops = None                        # event operations, chosen at the first event
         self._theta = math.inf                  # rates below this survive the next re-solve
         self._dirty = False
         self._next_s = math.inf
-        self._pending: list[np.ndarray] = []
+        self._pending: list[tuple[np.ndarray, np.ndarray]] = []   # (ids, finish times) not returned yet
 
     # ----------------------------------------------------------------- accessors
     @property
     def num_flows(self) -> int:
         """Flows ever added."""
-        return self._start.size
+        return self._num_flows
 
     @property
     def num_active(self) -> int:
         """Flows in flight."""
         return self._live.n_flows
+
+    @property
+    def slots_allocated(self) -> int:
+        """Rows of the slot arrays of the flows in flight (they grow with the flows alive at once)."""
+        return self._live.alive.size
 
     @property
     def has_completions(self) -> bool:
@@ -152,12 +168,18 @@ class FlowNetwork:
     @property
     def finish_s(self) -> np.ndarray:
         """Time the last byte of each flow was sent (NaN while in flight), indexed by flow id."""
-        return self._finish.view
+        return self._kept(self._finish).view
 
     @property
     def start_s(self) -> np.ndarray:
         """Start time of each flow, indexed by flow id."""
-        return self._start.view
+        return self._kept(self._start).view
+
+    @staticmethod
+    def _kept(buffer: GrowBuffer | None) -> GrowBuffer:
+        if buffer is None:
+            raise SimError("FlowNetwork(keep_flow_times=False) keeps no per-flow times: use last_finish_s")
+        return buffer
 
     def active_flows(self) -> tuple[np.ndarray, np.ndarray]:
         """Ids of the flows in flight (increasing) and their current max-min rates (bytes/s)."""
@@ -250,17 +272,20 @@ class FlowNetwork:
         if now_s > self.now_s:
             on_the_way = self.advance(now_s)   # (advance replaces self._pending: call it first)
             if on_the_way.size:
-                self._pending.append(on_the_way)
+                self._pending.append((on_the_way, self.last_finish_s))
         n = size.size
         first = self.num_flows
-        self._start.extend(np.full(n, float(now_s)))
-        self._finish.extend(np.full(n, np.nan))
+        self._num_flows += n
+        if self._start is not None:
+            self._start.extend(np.full(n, float(now_s)))
+            self._finish.extend(np.full(n, np.nan))
         ids = np.arange(first, first + n, dtype=np.int64)
         instant = (size <= 0) | (deg == 0)
         keep = ~instant
         if instant.any():
-            self._finish.data[ids[instant]] = now_s
-            self._pending.append(ids[instant])
+            if self._finish is not None:
+                self._finish.data[ids[instant]] = now_s
+            self._pending.append((ids[instant], np.full(int(instant.sum()), float(now_s))))
             if not keep.any():
                 return ids
         d = deg[keep]
@@ -288,7 +313,7 @@ class FlowNetwork:
         -------
         ndarray of int64
             Ids of the flows whose last byte was sent by ``t_s`` (and not returned before), in completion
-            order; their exact times are ``finish_s[ids]``.
+            order; their exact times are ``finish_s[ids]``, also in ``last_finish_s`` (aligned with the ids).
 
         Raises
         ------
@@ -308,13 +333,18 @@ class FlowNetwork:
                 break
             target = min(self._next_s, t_s)
             finished = self._step(target)
-            if finished.size:
+            if finished[0].size:
                 done.append(finished)
             if target >= t_s:
                 break
         if not done:
+            self.last_finish_s = _NO_TIMES
             return _NO_IDS
-        return done[0] if len(done) == 1 else np.concatenate(done)
+        if len(done) == 1:
+            self.last_finish_s = done[0][1]
+            return done[0][0]
+        self.last_finish_s = np.concatenate([t for _, t in done])
+        return np.concatenate([i for i, _ in done])
 
     # ----------------------------------------------------------------- internals
     def _dense_groups(self, group, n: int) -> np.ndarray:
@@ -386,8 +416,9 @@ class FlowNetwork:
             stats["iterations"] += iterations
         self._next_s = self._ops.next_event(live, self.completion_quantile)
 
-    def _step(self, target_s: float) -> np.ndarray:
-        """Move to ``target_s`` at the current rates; complete the flows predicted to finish by then."""
+    def _step(self, target_s: float) -> tuple[np.ndarray, np.ndarray]:
+        """Move to ``target_s`` at the current rates; complete the flows predicted to finish by then (their
+        ids and finish times, in completion order)."""
         dt = target_s - self.now_s
         self.stats["steps"] += 1
         slack = max(TIME_RTOL * dt, 4.0 * math.ulp(target_s))
@@ -395,18 +426,20 @@ class FlowNetwork:
         n, min_rate = self._ops.step(live, target_s, slack, dt, self.link_bytes)
         self.now_s = float(target_s)
         if not n:
-            return _NO_IDS
+            return _NO_IDS, _NO_TIMES
         slots = live.slot_buf[:n].copy()
         end = np.minimum(live.pred[slots], target_s)
         ids, pos = live.expand(slots)
         end = end[pos]
-        self._finish.data[ids] = end
+        if self._finish is not None:
+            self._finish.data[ids] = end
         live.release(slots)
         self._theta = min(self._theta, min_rate)
         self._dirty = True
         if ids.size > 1:
-            ids = ids[np.lexsort((ids, end))] if pos.size != slots.size else ids[np.argsort(end, kind="stable")]
-        return ids
+            order = np.lexsort((ids, end)) if pos.size != slots.size else np.argsort(end, kind="stable")
+            ids, end = ids[order], end[order]
+        return ids, end
 
 
 def _padded_rows(links: np.ndarray, starts: np.ndarray, deg: np.ndarray) -> np.ndarray:

@@ -11,7 +11,10 @@ numpy solves. So a process starts on numpy and loads the kernel once the numpy s
 cost over the kernel (:func:`numpy_excess_s`, charged after every numpy solve) has reached the load cost,
 or at once for a problem of :data:`JIT_MIN_INCIDENCES` or more: the ski-rental rule, never more than about
 twice the better of "always numpy" and "load at once". The constants are measured by
-``python benchmarks/bench_scale.py --solver-crossover``.
+``python benchmarks/bench_scale.py --solver-crossover``. Solves of
+:data:`sim.network.constants.HEAP_MIN_INCIDENCES` or more (always compiled) run the heap water-filling of
+:mod:`sim.network.maxmin_heap` instead: the same allocation up to float rounding, at a cost that does not
+grow with the number of water levels.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from sim.network import constants
 from sim.network.constants import SHARE_RTOL
 
 __all__ = ["JIT_LOAD_S", "JIT_MIN_INCIDENCES", "NUMPY_INCIDENCE_PASS_S", "NUMPY_PASS_S", "SOLVER", "charge_numpy",
@@ -67,6 +71,9 @@ def max_min_rates(flow_ptr: np.ndarray, link_idx: np.ndarray, capacity: np.ndarr
     weight = (np.ones(flow_ptr.size - 1) if weight is None
               else np.ascontiguousarray(weight, dtype=np.float64))
     kernel = _compiled_kernel() if use_compiled(link_idx.size) else None
+    if kernel is not None and link_idx.size >= constants.HEAP_MIN_INCIDENCES:
+        from sim.network.maxmin_heap import max_min_heap_kernel
+        kernel = max_min_heap_kernel   # a big solve: one bottleneck link at a time (same rates to rounding)
     if kernel is not None:
         rates, iterations = kernel(flow_ptr, link_idx, np.ascontiguousarray(capacity, dtype=np.float64), weight)
         return rates, int(iterations)
