@@ -22,8 +22,12 @@ from sim.engine.paths import path_latency_s
 from sim.engine.prepared import PreparedOp
 from sim.engine.workload import OpTable
 
-__all__ = ["LazyOps", "Plans", "Preparer", "flow_key_base", "nvlink_records", "op_classes", "op_keys", "plan_op", "plan_p2p",
-           "run_engine", "switch_leg_links"]
+__all__ = ["KEEP_PLAN_TRANSFERS", "LazyOps", "Plans", "Preparer", "flow_key_base", "nvlink_records", "op_classes",
+           "op_keys", "plan_op", "plan_p2p", "run_engine", "switch_leg_links"]
+
+
+#: plans of more transfers than this are not kept between the reference bound and the replay (made again)
+KEEP_PLAN_TRANSFERS = 1 << 14
 
 
 def flow_key_base(comm: str) -> int:
