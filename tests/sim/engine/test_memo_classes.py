@@ -147,3 +147,20 @@ def test_split_table_builds_the_dense_matrix(n, fill, data):
     np.testing.assert_array_equal(t[0], dense)
     assert t[0].dtype == np.int64 and t[1] is None and len(t) == 2
     assert [x is None for x in t] == [False, True]
+
+
+# -- plans dropped after the reference bound -------------------------------------------------------------
+
+
+def test_plans_made_again_after_the_bound_give_the_same_replay(monkeypatch):
+    import sim.replay as replay
+
+    comms = {"w": list(range(8)), "a": [0, 1, 2, 3]}
+    df = _trace([("w", "AllToAll", MIB, 0.0), ("a", "AllReduce", MIB, 0.0), ("w", "AllReduce", MIB, 1e-3)], comms)
+    from sim import simulate
+
+    kept = simulate(df, "fat_tree")
+    monkeypatch.setattr(replay, "KEEP_PLAN_TRANSFERS", 0)   # every plan made again when its op starts
+    again = simulate(df, "fat_tree")
+    pd.testing.assert_frame_equal(kept.collectives, again.collectives)
+    pd.testing.assert_frame_equal(kept.links, again.links)
