@@ -87,20 +87,34 @@ def test_replays_across_communicators_only_from_equal_prepared_ops():
 _COMMS = {"a": [0, 1, 2, 3], "b": [0, 1, 2, 3], "c": [2, 3, 4, 5], "d": [0, 4], "e": [0, 4], "w": list(range(8))}
 
 
-@settings(max_examples=3, deadline=None)
-@given(st.lists(st.tuples(st.sampled_from(sorted(_COMMS)), st.sampled_from(["AllReduce", "AllGather"]),
-                          st.sampled_from([MIB, 4 * MIB]), st.integers(0, 6)), min_size=2, max_size=6))
-def test_memo_on_equals_memo_off(items):
+_PROGRAMS = st.lists(st.tuples(st.sampled_from(sorted(_COMMS)), st.sampled_from(["AllReduce", "AllGather"]),
+                               st.sampled_from([MIB, 4 * MIB]), st.integers(0, 6)), min_size=2, max_size=6)
+
+
+def _memo_on_equals_memo_off(items):
     # random programs: overlapping ops (conflicts, materialised replays) and classes with several keys
     prog = [(c, op, nb, t * 2e-4) for c, op, nb, t in sorted(items, key=lambda x: x[3])]
     df = _trace(prog, _COMMS)
     _same(_run(df, True), _run(df, False))
 
 
+@settings(max_examples=2, deadline=None, database=None)
+@given(_PROGRAMS)
+def test_memo_on_equals_memo_off(items):
+    _memo_on_equals_memo_off(items)
+
+
+@pytest.mark.slow
+@settings(max_examples=40, deadline=None)
+@given(_PROGRAMS)
+def test_memo_on_equals_memo_off_many(items):
+    _memo_on_equals_memo_off(items)
+
+
 # -- the live id map ---------------------------------------------------------------------------------
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=15, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 40), st.integers(0, 40), st.randoms(use_true_random=False)),
                 min_size=1, max_size=15))
 def test_live_id_map_matches_a_dict_and_stays_small(steps):
