@@ -22,8 +22,12 @@ from sim.engine.paths import path_latency_s
 from sim.engine.prepared import PreparedOp
 from sim.engine.workload import OpTable
 
-__all__ = ["LazyOps", "Plans", "Preparer", "flow_key_base", "nvlink_records", "op_keys", "plan_op", "plan_p2p",
-           "run_engine", "switch_leg_links"]
+__all__ = ["KEEP_PLAN_TRANSFERS", "LazyOps", "Plans", "Preparer", "flow_key_base", "nvlink_records", "op_classes",
+           "op_keys", "plan_op", "plan_p2p", "run_engine", "switch_leg_links"]
+
+
+#: plans of more transfers than this are not kept between the reference bound and the replay (made again)
+KEEP_PLAN_TRANSFERS = 1 << 14
 
 
 def flow_key_base(comm: str) -> int:
@@ -279,6 +283,31 @@ def op_keys(ops: OpTable, algo: str) -> list:
         sk = None if split is None else zlib.crc32(np.ascontiguousarray(split).tobytes()) ^ split.size
         keys.append((kind, comm, op, int(nb), int(root), int(src), int(dst), sk, algo))
     return keys
+
+
+def op_classes(ops: OpTable, algo: str, meta: Mapping) -> list:
+    """Traffic class of each op (:attr:`sim.engine.workload.Workload.op_class`): its :func:`op_keys` key with
+    the communicator's name replaced by what the plan depends on, its members in order and its logged ring
+    orders. Ops of one class make the same plan; their routes differ only through the communicator's ECMP
+    hash (:func:`flow_key_base`), which the engine checks by comparing the prepared ops.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> f = pd.DataFrame({"kind": ["coll"] * 3, "comm": ["a", "b", "c"], "op": ["AllReduce"] * 3,
+    ...                   "rank_bytes": [8] * 3, "root": [-1] * 3, "src": [-1] * 3, "dst": [-1] * 3,
+    ...                   "members": [np.array([0, 1]), np.array([0, 1]), np.array([2, 3])]})
+    >>> c = op_classes(OpTable(f, [None] * 3, {}), "auto", {})
+    >>> c[0] == c[1] != c[2]
+    True
+    """
+    rings = meta.get("rings") or {}
+    out = []
+    for key, comm, members in zip(op_keys(ops, algo), ops.frame["comm"], ops.frame["members"], strict=True):
+        ring = rings.get(comm)
+        ring_key = None if ring is None else repr(ring)
+        out.append((key[0], tuple(np.asarray(members).tolist()), ring_key, *key[2:]))
+    return out
 
 
 def nvlink_records(records: Mapping, preparer: Preparer, router) -> dict:

@@ -23,7 +23,7 @@ from sim.engine.workload import OpTable, Workload, build_ops, build_workload, id
 from sim.errors import SimError
 from sim.fabric import check_fit, load_topology
 from sim.options import OPTION_NAMES, SimOptions, check_bin_count, resolve_options
-from sim.prepare import Preparer, op_keys, plan_op, plan_p2p, run_engine
+from sim.prepare import KEEP_PLAN_TRANSFERS, Preparer, op_keys, plan_op, plan_p2p, run_engine
 from sim.reference import IdealLog
 from sim.setup import ReplaySetup, setup_replay
 
@@ -53,9 +53,13 @@ def reference_durations(setup: ReplaySetup, preparer: Preparer) -> np.ndarray:
     relays = _plans_relay(preparer)
     for op, key in enumerate(preparer.keys):
         if key not in done:
-            # kept for the replay (which routes it), except the relay-free plan made for the bound
+            # kept for the replay (which routes it), except the relay-free plan made for the bound and
+            # big plans: every plan of a 1,024-GPU decode step held from here to its op would be ~0.5 GB,
+            # and making a plan again costs less than routing it, which the replay does anyway
             plan = preparer.plan(op, pxn=False) if relays else preparer.plan(op)
             done[key] = plan_bound_s(plan, model)
+            if len(plan.src) > KEEP_PLAN_TRANSFERS:
+                preparer.plans.pop(key, None)
         out[op] = done[key]
     return out
 

@@ -12,7 +12,7 @@ import pandas as pd
 from sim.engine.workload import OpTable, Workload, build_ops, build_workload
 from sim.fabric import check_fit, load_topology
 from sim.options import SimOptions
-from sim.prepare import op_keys
+from sim.prepare import op_classes, op_keys
 
 __all__ = ["ReplaySetup", "resolve_timing", "setup_replay"]
 
@@ -72,6 +72,7 @@ def setup_replay(trace_df: pd.DataFrame, topology, opts: SimOptions) -> ReplaySe
     ops, row_op = build_ops(df, meta.get("comms") or {})
     keys = op_keys(ops, opts.algo)
     workload = build_workload(df, row_op, len(ops.frame), keys, world,
-                              {r: d * 1e-6 for r, d in opts.stragglers.items()})
+                              {r: d * 1e-6 for r, d in opts.stragglers.items()},
+                              op_class=op_classes(ops, opts.algo, meta))
     return ReplaySetup(df=df, meta=meta, world=world, graph=graph, damaged=damaged, damage=damage,
                        timing=resolve_timing(opts.timing, df), ops=ops, keys=keys, workload=workload)

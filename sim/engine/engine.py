@@ -23,7 +23,8 @@ Semantics
 
 Exact memoisation of isolated ops
 ---------------------------------
-See :mod:`sim.engine.memo`. A recorded op is replayed from its record when it starts with its footprint
+See :mod:`sim.engine.memo`. A recorded op (of the same key, or of another key of its traffic class whose
+prepared op is equal array for array: the same transfers over the same links) is replayed from its record when it starts with its footprint
 free: it ends at its start plus the recorded duration, its flows enter the log, its link statistics are
 added when it ends. If another op starts on its footprint before then, the replay is *materialised* at
 that moment (:mod:`sim.engine.materialise`): the op alone up to now is what its explicit run would have
@@ -44,7 +45,7 @@ from sim.engine.clock import EVENT, START, Clock
 from sim.engine.flowlog import FlowKeep, FlowLog, FlowSample
 from sim.engine.log import EngineLog
 from sim.engine.materialise import materialise
-from sim.engine.memo import InFlight, Record, Recording, footprints_overlap
+from sim.engine.memo import Aliases, InFlight, Record, Recording, footprints_overlap
 from sim.engine.netproc import NetworkProcess
 from sim.engine.paths import PathTable
 from sim.engine.prepared import PreparedOp
@@ -149,7 +150,12 @@ class Engine:
         self.memo: dict = {} if memo is None else memo
         # ops of each key not started yet: an op is recorded only when a later one can replay it, and a
         # record is cut down (Record.spent) once no op of its key is left and its replays have ended
-        self.key_left = Counter(k for k in w.op_key if k is not None)
+        # ops of one traffic class may share a record across keys (communicators over the same ranks):
+        # only when their prepared ops are equal, i.e. the same transfers over the same links
+        self.op_class = list(w.op_key) if w.op_class is None else list(w.op_class)
+        self.key_class = {k: c for k, c in zip(w.op_key, self.op_class, strict=True) if k is not None}
+        self.key_left = Counter(c for k, c in zip(w.op_key, self.op_class, strict=True) if k is not None)
+        self.aliases = Aliases(Counter(self.key_class.values()))
         self.replaying: Counter = Counter()
         self.inflight: dict[int, InFlight] = {}
         self.link_users = np.zeros(len(cap), dtype=np.int64)
@@ -256,14 +262,17 @@ class Engine:
                             fl.rec.alive = False
             alone = not busy and (batch is None or not (batch[fp] > 1).any())
             key = self.w.op_key[op]
+            cls = self.op_class[op]
             if key is not None:
-                self.key_left[key] -= 1
+                self.key_left[cls] -= 1
             memo_ok = self.memoize and key is not None and alone
-            if memo_ok and key in self.memo:
-                self._replay(op, key, prep, fp, t)
-                continue
-            # record only when a later op of the same key may replay it (most ops never repeat)
-            rec = Recording(t) if memo_ok and self.key_left[key] > 0 else None
+            if memo_ok:
+                src = key if key in self.memo else self.aliases.find(cls, prep)
+                if src is not None:
+                    self._replay(op, src, prep, fp, t)
+                    continue
+            # record only when a later op of the same class may replay it (most ops never repeat)
+            rec = Recording(t) if memo_ok and self.key_left[cls] > 0 else None
             self.inflight[op] = InFlight(fp, False, rec, prep=prep)
             self.link_users[fp] += 1
             if rec is not None:
@@ -308,9 +317,10 @@ class Engine:
         self._spend(key)
 
     def _spend(self, key) -> None:
-        """Cut the record of ``key`` down once no op of that key is left to start or being replayed."""
-        if self.key_left[key] <= 0 and self.replaying[key] <= 0 and key in self.memo:
+        """Cut the record of ``key`` down once no op of its class is left to start or being replayed."""
+        if self.key_left[self.key_class[key]] <= 0 and self.replaying[key] <= 0 and key in self.memo:
             self.memo[key] = self.memo[key].spent()
+            self.aliases.drop(key)
 
     def _record_flows(self, op_arr: np.ndarray, rows: np.ndarray) -> None:
         if not self.recording:
@@ -345,6 +355,7 @@ class Engine:
                  log.end.a[ids] - t0)
         key = self.w.op_key[op]
         self.memo[key] = Record.build(t - t0, rec.segments, self.stats.cap, flows, footprint)
+        self.aliases.add(self.key_class[key], key, self.inflight[op].prep)
         self.memo_records += 1
         self._spend(key)
 

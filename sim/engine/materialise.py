@@ -70,7 +70,7 @@ def materialise(engine, op: int, fl: InFlight, now: float) -> None:
     final = np.ones(n, dtype=bool)
     if len(ids):
         left = net.remaining_bytes(ids)
-        srow = runner.net_row.a[ids]
+        srow = runner.net_row.get(ids)
         final[srow] = False
         link_ptr, link_idx = csr_take(engine.paths.ptr, engine.paths.links, scratch_log.path.a[srow])
         live_ids = engine.netproc.add(now, link_ptr, link_idx, left)

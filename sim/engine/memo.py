@@ -10,17 +10,31 @@ Records cost memory (per-segment link bytes and the op's flows), so the engine r
 occurs again later in the run (counted from the workload before it starts), and once the last op of a key
 has started and its replays have ended, the record is cut down to what later readers need
 (:meth:`Record.spent`: duration and footprint; the ideal reference reuses the durations of NVLink-only ops).
+
+Across keys (communicators): ops with different keys may make exactly the same traffic, e.g. two
+communicators over the same GPUs in the same order, or decode iterations whose ops land on another
+communicator of the same ranks. Their *traffic class* (``Workload.op_class``: the key with the
+communicator's members and ring order in place of its name) is equal. The rule is exactness, not
+similarity: a record of one key replays an op of another key only when the two prepared ops are equal
+array for array (:func:`same_prepared`: the same transfers, dependencies, delays, bytes, latencies and
+links, so the same max-min problem over the same links) and the op starts with its footprint free, as for
+its own key. Traffic that is equal up to a relabelling of GPUs or links (another TP group's servers,
+another ECMP choice) uses other links: it is a different problem on a different part of the fabric, and
+it is not reused (:class:`Aliases`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import hashlib
+import weakref
+from collections import Counter
+from dataclasses import dataclass, field, fields
 
 import numpy as np
 
 from sim.engine.stats import MIN_SEGMENT_REL
 
-__all__ = ["InFlight", "Record", "Recording", "footprints_overlap"]
+__all__ = ["Aliases", "InFlight", "Record", "Recording", "footprints_overlap", "prepared_digest", "same_prepared"]
 
 
 @dataclass(frozen=True)
@@ -127,3 +141,105 @@ def footprints_overlap(a: np.ndarray, b: np.ndarray) -> bool:
     pos = np.searchsorted(a, b)
     pos[pos == len(a)] = len(a) - 1
     return bool((a[pos] == b).any())
+
+
+def prepared_digest(prep) -> bytes:
+    """A 128-bit digest of a prepared op's arrays and names (equal prepared ops have equal digests)."""
+    h = hashlib.blake2b(digest_size=16)
+    for f in fields(prep):
+        v = getattr(prep, f.name)
+        if v is None:
+            h.update(b"none")
+        elif isinstance(v, np.ndarray):
+            h.update(str(v.dtype).encode() + str(v.shape).encode())
+            h.update(np.ascontiguousarray(v).tobytes())
+        else:
+            h.update(repr(v).encode())
+        h.update(b"|")
+    return h.digest()
+
+
+def same_prepared(a, b) -> bool:
+    """True when two prepared ops are equal field for field (arrays element for element).
+
+    Examples
+    --------
+    >>> from sim.engine.prepared import PreparedOp
+    >>> z = np.zeros(1, np.int64)
+    >>> def op(link):
+    ...     return PreparedOp("direct", "Simple", np.zeros(1), z, np.zeros(2, np.int64), z[:0], np.array([0, 1]),
+    ...                       np.array([8.0]), np.zeros(1), z, z, z + 1, np.array([0, 1]), np.array([link]))
+    >>> same_prepared(op(3), op(3)), same_prepared(op(3), op(4))
+    (True, False)
+    """
+    if a is b:
+        return True
+    for f in fields(a):
+        x, y = getattr(a, f.name), getattr(b, f.name)
+        if isinstance(x, np.ndarray) or isinstance(y, np.ndarray):
+            if x is None or y is None or x.dtype != y.dtype or not np.array_equal(x, y):
+                return False
+        elif x != y:
+            return False
+    return True
+
+
+class Aliases:
+    """Records a key's op can be replayed from when it is another key of the same traffic class.
+
+    Only classes with more than one key are tracked (``keys_per_class``); a record is found by its prepared
+    op's digest and accepted only after :func:`same_prepared` confirms it, so a digest collision can never
+    replay the wrong traffic.
+
+    Parameters
+    ----------
+    keys_per_class : Counter
+        Distinct op keys of each class in the workload.
+
+    Examples
+    --------
+    >>> from sim.engine.prepared import PreparedOp
+    >>> z = np.zeros(1, np.int64)
+    >>> p = PreparedOp("direct", "Simple", np.zeros(1), z, np.zeros(2, np.int64), z[:0], np.array([0, 1]),
+    ...                np.array([8.0]), np.zeros(1), z, z, z + 1, np.array([0, 1]), np.array([3]))
+    >>> a = Aliases(Counter({"c": 2})); a.add("c", "tp_a", p); a.find("c", p)
+    'tp_a'
+    >>> a.drop("tp_a"); a.find("c", p) is None
+    True
+    """
+
+    def __init__(self, keys_per_class: Counter) -> None:
+        self.multi = {c for c, n in keys_per_class.items() if n > 1}
+        self._by_digest: dict = {}       # (class, digest) -> (record key, its prepared op)
+        self._of_key: dict = {}          # record key -> its (class, digest)
+        self._digests: dict[int, bytes] = {}   # id(prepared op) -> digest, while the object lives
+
+    def _digest(self, prep) -> bytes:
+        d = self._digests.get(id(prep))
+        if d is None:
+            d = self._digests[id(prep)] = prepared_digest(prep)
+            weakref.finalize(prep, self._digests.pop, id(prep), None)
+        return d
+
+    def add(self, cls, key, prep) -> None:
+        """``key``'s record was made from ``prep``."""
+        if cls not in self.multi or prep is None:
+            return
+        entry = (cls, self._digest(prep))
+        self._by_digest.setdefault(entry, (key, prep))
+        self._of_key[key] = entry
+
+    def find(self, cls, prep):
+        """The key of a record whose prepared op equals ``prep`` (None when there is none)."""
+        if cls not in self.multi or not self._by_digest:
+            return None
+        hit = self._by_digest.get((cls, self._digest(prep)))
+        if hit is None or not same_prepared(hit[1], prep):
+            return None
+        return hit[0]
+
+    def drop(self, key) -> None:
+        """``key``'s record is spent: it replays nothing more (its prepared op is released)."""
+        entry = self._of_key.pop(key, None)
+        if entry is not None and self._by_digest.get(entry, (None,))[0] == key:
+            del self._by_digest[entry]

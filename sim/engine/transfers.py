@@ -17,8 +17,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from sim.engine.clock import EVENT, FLUSH, Clock
-from sim.engine.csr import GrowArray, csr_take
+from sim.engine.csr import csr_take
 from sim.engine.flowlog import FlowLog
+from sim.engine.idmap import LiveIdMap
 from sim.engine.netproc import NetworkProcess
 from sim.engine.paths import PathTable
 from sim.engine.prepared import PreparedOp
@@ -72,8 +73,9 @@ class OpRunner:
         self.pending: list[tuple[int, np.ndarray]] = []
         self.op_flows = np.zeros(n_ops, dtype=np.int64)
         self.on_flows: Callable[[np.ndarray, np.ndarray], None] | None = None
-        # network flow id -> log row (the log also holds flows of replayed ops, which never enter the network)
-        self.net_row = GrowArray(np.int64, -1)
+        # network flow id -> log row of the flows in flight (the log also holds flows of replayed ops, which
+        # never enter the network); an entry leaves when its flow ends, so the map never grows with the run
+        self.net_row = LiveIdMap()
         self._sub_path: dict[int, np.ndarray] = {}
         self._flush_at: float | None = None
         self.future: dict[int, tuple] | None = {} if track else None
@@ -211,14 +213,13 @@ class OpRunner:
 
     def map_flows(self, net_ids: np.ndarray, rows: np.ndarray) -> None:
         """Network flows ``net_ids`` are log rows ``rows``."""
-        self.net_row.ensure(int(net_ids.max()) + 1)
-        self.net_row.a[net_ids] = rows
+        self.net_row.put(net_ids, rows)
 
     # -- ending transfers -----------------------------------------------------------------------------
     def network_done(self, done: np.ndarray, sent: np.ndarray, t: float) -> None:
         """Network flows ``done`` sent their last byte at ``sent`` (found at ``t``)."""
         log = self.log
-        rows = self.net_row.a[done]
+        rows = self.net_row.pop(done)
         log.sent.a[rows] = sent
         end = sent + log.lat.a[rows]
         log.end.a[rows] = end

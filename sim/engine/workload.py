@@ -16,7 +16,7 @@ import pandas as pd
 
 from sim.errors import SimError
 
-__all__ = ["OpTable", "Workload", "build_ops", "build_workload", "ideal_gaps"]
+__all__ = ["OpTable", "SplitTable", "Workload", "build_ops", "build_workload", "ideal_gaps"]
 
 
 @dataclass(frozen=True)
@@ -41,6 +41,11 @@ class Workload:
         Recorded issue time of each step (NaN when unknown).
     step_gap_s : ndarray of float64
         Recorded compute gap before each step (``timing="trace"``).
+    op_class : sequence of hashable or None, optional
+        Traffic class of each op: ops of one class make the same transfer plan, and the same routes
+        unless their communicators' ECMP hashes differ (the op key without the communicator's name: its
+        members and ring order instead). A record of one key may replay an op of another key of its class
+        when their prepared ops are equal array for array (:mod:`sim.engine.memo`). ``None``: the op keys.
     """
 
     n_ops: int
@@ -51,18 +56,68 @@ class Workload:
     step_op_idx: np.ndarray
     step_t_start_s: np.ndarray
     step_gap_s: np.ndarray
+    op_class: Sequence[Hashable | None] | None = None
 
     @property
     def n_steps(self) -> int:
         return int(self.prog_ptr[-1])
 
 
+class SplitTable(Sequence):
+    """The per-peer byte matrix of each op (uneven AllToAll), built when asked for, never all at once.
+
+    ``table[op]`` is ``None`` (no splits: every rank sends ``rank_bytes`` to every peer) or an
+    ``n x n`` int64 array, row ``i`` what comm rank ``i`` sends to each peer. The table keeps only
+    references to the trace rows' own ``split_bytes`` values (tuples, lists or int64 arrays, not copied)
+    and builds an op's matrix on each access: dense matrices of every AllToAll of a 1,024-GPU decode step
+    would hold 116 x 8 MB next to the trace that already holds the same values.
+
+    Examples
+    --------
+    >>> t = SplitTable(); t.append(None); t.add(2, 5, [(1, (3, 4))])
+    >>> len(t), t[0], t[1].tolist()
+    (2, None, [[5, 5], [3, 4]])
+    """
+
+    def __init__(self) -> None:
+        self._specs: list[tuple[int, int, list] | None] = []
+
+    def append(self, split: np.ndarray | None) -> None:
+        """An op with the given matrix (``None``: no splits)."""
+        if split is None:
+            self._specs.append(None)
+        else:
+            split = np.asarray(split, dtype=np.int64)
+            self._specs.append((len(split), 0, list(enumerate(split))))
+
+    def add(self, n_ranks: int, fill_bytes: int, rows: list) -> None:
+        """An op of ``n_ranks`` ranks whose comm rank ``i`` sends ``v`` per peer for each ``(i, v)`` of
+        ``rows``, and ``fill_bytes`` to every peer for the ranks not in ``rows``."""
+        self._specs.append((int(n_ranks), int(fill_bytes), rows))
+
+    def __len__(self) -> int:
+        return len(self._specs)
+
+    def __getitem__(self, op):
+        if isinstance(op, slice):
+            return [self[i] for i in range(*op.indices(len(self)))]
+        spec = self._specs[op]
+        if spec is None:
+            return None
+        n, fill, rows = spec
+        split = np.full((n, n), fill, dtype=np.int64)
+        for i, v in rows:
+            split[i] = np.asarray(v, dtype=np.int64)
+        return split
+
+
 @dataclass(frozen=True)
 class OpTable:
-    """The op instances of a trace, one row per op (``frame``), and what was skipped (``skipped``)."""
+    """The op instances of a trace, one row per op (``frame``), their per-peer splits (``splits``:
+    a :class:`SplitTable` or a list of matrices / ``None``) and what was skipped (``skipped``)."""
 
     frame: pd.DataFrame
-    splits: list[np.ndarray | None]
+    splits: Sequence
     skipped: dict[str, int]
 
 
@@ -98,7 +153,7 @@ def build_ops(df: pd.DataFrame, comms: Mapping[str, list[int]]) -> tuple[OpTable
     ops = df["op"].to_numpy()
     is_p2p = np.isin(ops, ["Send", "Recv"])
     rows: list[dict[str, Any]] = []
-    splits: list[np.ndarray | None] = []
+    splits = SplitTable()
     skipped = {"incomplete_collectives": 0, "unmatched_p2p_rows": 0}
 
     coll = df[~is_p2p]
@@ -137,13 +192,11 @@ def build_ops(df: pd.DataFrame, comms: Mapping[str, list[int]]) -> tuple[OpTable
             mem = members[comm]
             rows.append(dict(kind="coll", comm=comm, seq=int(f_seq[g]), op=f_op[g], rank_bytes=int(f_bytes[g]),
                              root=int(f_root[g]), nranks=len(mem), src=-1, dst=-1, members=mem))
-            split = None
             if g in split_rows:  # rows without splits send ``bytes`` to every peer
                 pos = {int(r): i for i, r in enumerate(mem)}
-                split = np.full((len(mem), len(mem)), int(f_bytes[g]), dtype=np.int64)
-                for _, r, v in split_rows[g]:
-                    split[pos[r]] = np.asarray(v, dtype=np.int64)
-            splits.append(split)
+                splits.add(len(mem), int(f_bytes[g]), [(pos[r], v) for _, r, v in split_rows[g]])
+            else:
+                splits.append(None)
 
     if is_p2p.any():
         p2p = df[is_p2p].copy()
@@ -184,10 +237,10 @@ def build_ops(df: pd.DataFrame, comms: Mapping[str, list[int]]) -> tuple[OpTable
 
 
 def build_workload(df: pd.DataFrame, row_op: np.ndarray, n_ops: int, op_key: list, world_size: int,
-                   straggler_delay_s: Mapping[int, float] | None = None) -> Workload:
+                   straggler_delay_s: Mapping[int, float] | None = None, op_class: list | None = None) -> Workload:
     """Rank programs (steps in trace order, grouped rows merged) over the op instances.
 
-    Rows with ``row_op == -1`` (skipped) are left out.
+    Rows with ``row_op == -1`` (skipped) are left out. ``op_class``: :attr:`Workload.op_class`.
     """
     keep = row_op >= 0
     rid = np.flatnonzero(keep)
@@ -234,7 +287,7 @@ def build_workload(df: pd.DataFrame, row_op: np.ndarray, n_ops: int, op_key: lis
         delay[int(r)] += float(d)
     return Workload(n_ops=n_ops, op_key=op_key, prog_ptr=prog_ptr, prog_delay_s=delay,
                     step_op_ptr=step_op_ptr, step_op_idx=po.astype(np.int64), step_t_start_s=ts,
-                    step_gap_s=gap)
+                    step_gap_s=gap, op_class=op_class)
 
 
 def ideal_gaps(workload: Workload, op_end_s: np.ndarray) -> np.ndarray:
