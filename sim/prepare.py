@@ -352,7 +352,9 @@ def run_engine(workload, preparer: Preparer, router, *, timing: str, completion_
     cap = router.links["capacity_gbps"].to_numpy(np.float64) * 1e9 / 8
     prepared = LazyOps(preparer, workload.n_ops)   # prepared as ops start, dropped after their key's last
     names = list(zip(router.links["src"].astype(str), router.links["dst"].astype(str), strict=True))
-    engine = Engine(workload, prepared, FlowNetwork(cap, completion_quantile=completion_quantile), timing=timing,
+    # the engine reads each advance's last_finish_s: no per-flow times kept over the whole run
+    net = FlowNetwork(cap, completion_quantile=completion_quantile, keep_flow_times=False)
+    engine = Engine(workload, prepared, net, timing=timing,
                     bin_s=bin_s, memoize=memoize, memo=memo, link_stats=link_stats, progress=progress,
                     label=label, processes=processes, link_names=names,
                     flows=flows or ("sample" if link_stats else "none"),

@@ -47,7 +47,8 @@ def materialise(engine, op: int, fl: InFlight, now: float) -> None:
     prep = fl.prep
     clock = Clock(initial_time=fl.t0)
     scratch_log = FlowLog()
-    net = FlowNetwork(engine.netproc.net.capacity, completion_quantile=engine.completion_quantile)
+    net = FlowNetwork(engine.netproc.net.capacity, completion_quantile=engine.completion_quantile,
+                      keep_flow_times=False)   # the engine reads last_finish_s: nothing per flow outlives it
     runner = OpRunner(clock, None, engine.paths, scratch_log, engine.w.n_ops, _ignore, track=True)
     runner.adopt_paths(engine.runner)
     netproc = NetworkProcess(clock, net, engine.stats, engine.keep_stats, runner.network_done)

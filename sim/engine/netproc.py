@@ -91,7 +91,7 @@ class NetworkProcess:
         self.last_t = t
         if len(done):
             # the exact time of the last byte (earlier than t only with completion batching)
-            sent = np.minimum(np.asarray(self.net.finish_s)[done], t)
+            sent = np.minimum(np.asarray(self.net.last_finish_s, dtype=np.float64), t)
             self.on_done(done, sent, t)
 
     def catch_up(self, t: float) -> None:
