@@ -10,7 +10,51 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["PairRoutes"]
+from topologies.routing import use_compiled_walk
+
+__all__ = ["PairRoutes", "path_bounds_numpy"]
+
+
+def path_bounds_numpy(link_ptr: np.ndarray, link_idx: np.ndarray, capacity: np.ndarray, latency: np.ndarray
+                      ) -> tuple[np.ndarray, np.ndarray]:
+    """Each path's smallest capacity (``inf`` for no links) and summed latency (0 for no links).
+
+    Parameters
+    ----------
+    link_ptr, link_idx : ndarray of int
+        CSR paths: path ``j`` crosses ``link_idx[link_ptr[j]:link_ptr[j + 1]]``.
+    capacity, latency : ndarray of float
+        Per link.
+
+    Returns
+    -------
+    cap_min, latency_sum : ndarray of float64, one per path
+
+    Examples
+    --------
+    >>> c, l = path_bounds_numpy(np.array([0, 2, 2]), np.array([0, 1]), np.array([2.0, 1.0]), np.array([1.0, 3.0]))
+    >>> c.tolist(), l.tolist()
+    ([1.0, inf], [4.0, 0.0])
+    """
+    per = np.diff(link_ptr)
+    nonempty = per > 0
+    cap_min = np.full(len(per), np.inf)
+    lat = np.zeros(len(per))
+    if nonempty.any():
+        starts = link_ptr[:-1][nonempty]
+        cap_min[nonempty] = np.minimum.reduceat(capacity[link_idx], starts)
+        lat[nonempty] = np.add.reduceat(latency[link_idx], starts)
+    return cap_min, lat
+
+
+def _path_bounds(link_ptr, link_idx, per_sub, capacity, latency):
+    """:func:`path_bounds_numpy`, compiled where the route walk is (same results, bit for bit)."""
+    if use_compiled_walk(len(link_idx)):
+        from sim.analytical.kernels import MAX_PATH_LINKS, path_bounds
+
+        if len(per_sub) and int(per_sub.max()) <= MAX_PATH_LINKS:
+            return path_bounds(link_ptr, link_idx, capacity, latency)
+    return path_bounds_numpy(link_ptr, link_idx, capacity, latency)
 
 
 class _KeyTable:
@@ -26,6 +70,7 @@ class _KeyTable:
         self.latency_s = np.zeros(0)
         self.blocks: list[tuple[np.ndarray, np.ndarray | None, np.ndarray]] = []  # (links, fraction, per row)
         self._flat: tuple[np.ndarray, np.ndarray | None, np.ndarray] | None = None
+        self.row_ptr: np.ndarray | None = None  # CSR pointers of flat()'s rows, for the compiled loads
 
     def flat(self) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
         """(link of every entry, its fraction of the row's bytes or None for all ones, entries per row)."""
@@ -38,6 +83,7 @@ class _KeyTable:
                 frac = np.concatenate([np.ones(len(blk[0])) if blk[1] is None else blk[1] for blk in self.blocks])
             self._flat = (links, frac, per_row)
             self.blocks = [self._flat]
+            self.row_ptr = None
         return self._flat
 
 
@@ -84,13 +130,7 @@ class PairRoutes:
             np.bincount(flow_of_sub, weights=per_sub, minlength=len(pairs)).astype(np.int64)
         # sub-flows are in flow order, so a row's entries are contiguous; a fraction only where sprayed
         entry_frac = None if bool(np.all(frac == 1.0)) else np.repeat(frac, per_sub)
-        starts = link_ptr[:-1]
-        nonempty = per_sub > 0
-        cap_min = np.full(n_sub, np.inf)
-        lat = np.zeros(n_sub)
-        if nonempty.any():
-            cap_min[nonempty] = np.minimum.reduceat(self.capacity_bytes_per_s[link_idx], starts[nonempty])
-            lat[nonempty] = np.add.reduceat(self.link_latency_s[link_idx], starts[nonempty])
+        cap_min, lat = _path_bounds(link_ptr, link_idx, per_sub, self.capacity_bytes_per_s, self.link_latency_s)
         if n_sub == len(pairs):  # one sub-flow per pair (ecmp, single)
             spb, lat_flow = frac / cap_min, lat
         else:  # a sprayed flow sends fixed fractions in parallel: its bytes take at least the slowest one
@@ -143,8 +183,16 @@ class PairRoutes:
         byte (its path's slowest link) and path latency."""
         table, rows = self.rows(src, dst, key)
         links, frac, per_row = table.flat()
-        weight = np.repeat(np.bincount(rows, weights=nbytes, minlength=table.rows_total), per_row)
-        if frac is not None:
-            weight *= frac
-        load = np.bincount(links, weights=weight, minlength=self.n_links)
+        row_bytes = np.bincount(rows, weights=nbytes, minlength=table.rows_total)
+        if use_compiled_walk(len(links)):
+            from sim.analytical.kernels import link_loads
+
+            if table.row_ptr is None:
+                table.row_ptr = np.concatenate([[0], np.cumsum(per_row)])
+            load = link_loads(links, np.zeros(0) if frac is None else frac, table.row_ptr, row_bytes, self.n_links)
+        else:
+            weight = np.repeat(row_bytes, per_row)
+            if frac is not None:
+                weight *= frac
+            load = np.bincount(links, weights=weight, minlength=self.n_links)
         return load, table.s_per_byte[rows], table.latency_s[rows]
