@@ -51,14 +51,16 @@ _U64 = np.uint64
 #: walk of :mod:`topologies.routing_numba` pays for loading numba), "jit" (always) or "numpy" (never).
 #: Routes are identical (tested); ``spray`` always walks in numpy.
 WALK = "auto"
-#: CPU seconds to import numba and load the cached walk in a fresh process (measured by
-#: ``python benchmarks/bench_scale.py --walk-crossover``).
+#: CPU seconds to import numba and load the cached walk in a fresh process (``python
+#: benchmarks/bench_scale.py --walk-crossover``: 1.0 s under a load average of 8, about 0.75 s quieter; the
+#: same figure as :data:`sim.network.maxmin.JIT_LOAD_S`).
 WALK_LOAD_S = 0.75
-#: A batch of this many flows loads the compiled walk at once.
-WALK_MIN_FLOWS = 300_000
-#: The numpy walk's extra CPU over the compiled one: per :meth:`Router.route` call and per flow.
-WALK_CALL_S = 150e-6
-WALK_FLOW_S = 1.2e-6
+#: A batch of this many flows loads the compiled walk at once (the numpy walk alone costs about the load).
+WALK_MIN_FLOWS = 2_500_000
+#: The numpy walk's extra CPU over the compiled one, per :meth:`Router.route` call and per flow (fitted by
+#: ``--walk-crossover`` on a 1,024-GPU fat-tree: 0.9 ms at 100 flows, 2.4 ms at 10k, 314 ms at 1M).
+WALK_CALL_S = 0.9e-3
+WALK_FLOW_S = 0.3e-6
 _WALK: dict = {}
 _WALK_SPENT = {"numpy_excess_s": 0.0}
 

@@ -49,7 +49,7 @@ def path_bounds_numpy(link_ptr: np.ndarray, link_idx: np.ndarray, capacity: np.n
 
 def _path_bounds(link_ptr, link_idx, per_sub, capacity, latency):
     """:func:`path_bounds_numpy`, compiled where the route walk is (same results, bit for bit)."""
-    if use_compiled_walk(len(link_idx)):
+    if use_compiled_walk():  # only where the walk has loaded numba: these alone never pay for it
         from sim.analytical.kernels import MAX_PATH_LINKS, path_bounds
 
         if len(per_sub) and int(per_sub.max()) <= MAX_PATH_LINKS:
@@ -184,7 +184,7 @@ class PairRoutes:
         table, rows = self.rows(src, dst, key)
         links, frac, per_row = table.flat()
         row_bytes = np.bincount(rows, weights=nbytes, minlength=table.rows_total)
-        if use_compiled_walk(len(links)):
+        if use_compiled_walk():  # only where the walk has loaded numba
             from sim.analytical.kernels import link_loads
 
             if table.row_ptr is None:
