@@ -86,6 +86,12 @@ def use_compiled_walk(flows: int = 0) -> bool:
     return False
 
 
+def charge_walk(excess_s: float) -> None:
+    """Record CPU a numpy path spent beyond its compiled twin (it moves :func:`use_compiled_walk` closer to
+    yes); the route walk charges its own, and a caller with kernels of its own may charge theirs."""
+    _WALK_SPENT["numpy_excess_s"] += float(excess_s)
+
+
 def _walk_kernels():
     if "mod" not in _WALK:
         try:
@@ -431,7 +437,7 @@ class Router:
         if kernels is not None:
             return self._route_compiled(kernels, g, hh, h, inter, pre, post)
         if self.routing != "spray" and WALK != "jit":
-            _WALK_SPENT["numpy_excess_s"] += WALK_CALL_S + WALK_FLOW_S * f
+            charge_walk(WALK_CALL_S + WALK_FLOW_S * f)
         n_sub = np.ones(f, dtype=np.int64)
         net_rows = np.zeros((0, 0), dtype=np.int64)
         fraction_net = np.zeros(0)
@@ -729,4 +735,4 @@ def _unrank(weights: np.ndarray, rank: np.ndarray) -> tuple[np.ndarray, np.ndarr
 
 
 __all__ = ["MAX_SPRAY_PATHS", "ROUTING_MODES", "WALK", "WALK_CALL_S", "WALK_FLOW_S", "WALK_LOAD_S", "WALK_MIN_FLOWS",
-           "Router", "Routes", "link_table", "use_compiled_walk"]
+           "Router", "Routes", "charge_walk", "link_table", "use_compiled_walk"]

@@ -84,11 +84,17 @@ def path_bounds(link_ptr, link_idx, capacity, latency):
 @njit(cache=True, nogil=True)
 def link_loads(links, fraction, row_ptr, row_bytes, n_links):
     """Bytes per link: row ``r`` puts ``row_bytes[r]`` (times ``fraction[e]`` when ``fraction`` is not empty)
-    on each link ``links[e]``, ``row_ptr[r] <= e < row_ptr[r + 1]``."""
+    on each link ``links[e]``, ``row_ptr[r] <= e < row_ptr[r + 1]``.
+
+    Rows without bytes are skipped (numpy adds their zeros, which changes no sum), so an op touches only
+    the entries of its own pairs, in table order: the sums are numpy's, bit for bit.
+    """
     load = np.zeros(n_links)
     frac = len(fraction) > 0
     for r in range(len(row_ptr) - 1):
         w = row_bytes[r]
+        if w == 0.0:
+            continue
         for e in range(row_ptr[r], row_ptr[r + 1]):
             load[links[e]] += w * fraction[e] if frac else w
     return load

@@ -30,3 +30,22 @@ def test_path_bounds_and_link_loads_equal_numpy(lengths, seed, sprayed):
     expect = np.bincount(idx, weights=weight, minlength=n_links)
     got = link_loads(idx, frac if sprayed else np.zeros(0), ptr, row_bytes, n_links)
     np.testing.assert_array_equal(got, expect)
+
+
+def test_dense_row_lookup_gives_the_binary_search_rows(monkeypatch):
+    from sim.analytical import routes
+    from topologies import fat_tree
+    from topologies.routing import Router
+
+    router = Router(fat_tree(4, gpus_per_server=1))
+    rng = np.random.default_rng(5)
+    calls = [(rng.integers(0, 16, 40), rng.integers(0, 16, 40), rng.random(40) * 1e6) for _ in range(6)]
+    results = {}
+    for dense_min in (1, 10**9):
+        monkeypatch.setattr(routes, "DENSE_MIN_ROWS", dense_min)
+        pr = routes.PairRoutes(router)
+        results[dense_min] = [pr.loads(s, d, b, 3) for s, d, b in calls]
+        assert (pr.tables[3].dense is not None) == (dense_min == 1)
+    for got, expect in zip(results[1], results[10**9], strict=True):
+        for x, y in zip(got, expect, strict=True):
+            np.testing.assert_array_equal(x, y)
