@@ -14,9 +14,12 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from topologies.errors import TopologyError
+
+if TYPE_CHECKING:  # annotations only: yaml is imported when a file is read
+    import yaml
 
 __all__ = ["MAX_FILE_BYTES", "alias_budget", "build_progress", "load_yaml_text", "read_yaml_file", "report_progress"]
 
