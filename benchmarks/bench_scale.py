@@ -12,6 +12,8 @@ machine's memory. Peak RSS is the child's ``ru_maxrss`` (imports and trace readi
     python benchmarks/bench_scale.py --profile decode:64:fat_tree:flow   # pyinstrument text profile
     python benchmarks/bench_scale.py --startup /path/to/other/checkout     # fresh start-up, A/B medians
     python benchmarks/bench_scale.py --solver-crossover    # numba load cost vs the numpy max-min solver
+    python benchmarks/bench_scale.py --walk-crossover      # numba load cost vs the numpy route walk
+    python benchmarks/bench_scale.py --warm-analytical     # warm analytical 1,024-GPU all-to-all, medians
 
 Writes ``docs/img/scale/bench_scale.csv`` and ``scale.png`` (wall time against flows, log-log, with the
 fitted exponent per workload and tier; CPU time, which the other jobs on shared cores disturb less than wall time) and prints the table. Traces are cached in ``--cache``.
@@ -237,6 +239,75 @@ def solver_crossover(repeats: int) -> None:
           f"(sim.network.maxmin uses {maxmin.NUMPY_PASS_S * 1e6:.0f} us and {maxmin.NUMPY_INCIDENCE_PASS_S * 1e9:.0f} ns)")
 
 
+def walk_crossover(repeats: int) -> None:
+    """What the route-walk choice (``topologies.routing.use_compiled_walk``) rests on, as medians: the CPU
+    cost of importing numba and loading the cached walk in a fresh process, and the numpy walk's extra cost
+    over the compiled one on a 1,024-GPU fat-tree for batches of growing size, fitted as ``a`` per call +
+    ``b`` per flow (``WALK_CALL_S``, ``WALK_FLOW_S``)."""
+    import statistics
+
+    import numpy as np
+
+    probe = ("import time, numpy as np; from topologies import Router, fat_tree, routing; r = Router(fat_tree(4)); "
+             "routing.WALK = 'jit'; c = time.process_time(); r.route(np.arange(16), np.arange(16)[::-1], 0); "
+             "print(time.process_time() - c)")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    subprocess.run([sys.executable, "-c", probe], env=env, check=True, capture_output=True)  # compile/cache once
+    loads = [float(subprocess.run([sys.executable, "-c", probe], env=env, check=True, capture_output=True,
+                                  text=True).stdout) for _ in range(repeats)]
+    print(f"numba import + cached walk load: median {statistics.median(loads):.3f} s CPU ({repeats} fresh processes)")
+    import topologies
+    from topologies import routing
+    from topologies.routing import Router
+
+    router = Router(topologies.build("fat_tree", num_gpus=1024, gpus_per_server=8))
+    rng = np.random.default_rng(0)
+    rows = []
+    for flows in (100, 1000, 10_000, 100_000, 1_000_000):
+        src = rng.integers(0, 1024, flows)
+        dst = (src + rng.integers(1, 1024, flows)) % 1024
+
+        def cpu(walk, src=src, dst=dst):
+            routing.WALK = walk
+            times = []
+            for _ in range(max(3, repeats)):
+                c = time.process_time()
+                router.route(src, dst, 7)
+                times.append(time.process_time() - c)
+            return statistics.median(times)
+
+        cpu("jit")
+        excess = cpu("numpy") - cpu("jit")
+        rows.append((flows, excess))
+        model = routing.WALK_CALL_S + routing.WALK_FLOW_S * flows
+        print(f"flows {flows:>8}  numpy - compiled {excess * 1e3:9.3f} ms  model {model * 1e3:9.3f} ms")
+    routing.WALK = "auto"
+    flows, excess = (np.array(c, float) for c in zip(*rows, strict=True))
+    w = 1.0 / np.maximum(excess, 1e-6)  # relative least squares: small batches count as much as large ones
+    (a, b), *_ = np.linalg.lstsq(np.c_[np.ones_like(flows), flows] * w[:, None], excess * w, rcond=None)
+    print(f"fit: {a * 1e6:.1f} us per call + {b * 1e9:.1f} ns per flow (topologies.routing uses "
+          f"{routing.WALK_CALL_S * 1e6:.0f} us and {routing.WALK_FLOW_S * 1e9:.0f} ns)")
+
+
+def warm_analytical(repeats: int) -> None:
+    """Median CPU time of a warm ``simulate(model="analytical")`` on the 1,024-GPU all-to-all (fat_tree),
+    after four calls that load what it needs."""
+    import statistics
+
+    from sim import simulate
+
+    df = a2a_trace(1024)
+    for _ in range(4):  # until the walk's size rule has loaded the compiled walk (each call charges ~0.3 s)
+        simulate(df, "fat_tree", model="analytical")
+    cpu = []
+    for _ in range(repeats):
+        c = time.process_time()
+        simulate(df, "fat_tree", model="analytical")
+        cpu.append(time.process_time() - c)
+    print(f"warm simulate(model='analytical'), 1,024-GPU all-to-all: median CPU {statistics.median(cpu):.3f} s "
+          f"({repeats} calls: {', '.join(f'{x:.3f}' for x in cpu)})")
+
+
 def warm(repeats: int) -> None:
     """Median CPU and wall time of a warm ``sim.simulate_flows`` call on the 64-GPU all-to-all (4,032 flows),
     first on the solver a fresh process starts with (numpy), then with the compiled kernel loaded."""
@@ -328,6 +399,9 @@ def main() -> None:
                     help="time fresh simrun start-up (against another checkout BASE_TREE when given)")
     ap.add_argument("--solver-crossover", action="store_true", help="numba load cost vs the numpy solver")
     ap.add_argument("--warm", action="store_true", help="warm simulate_flows calls on the 64-GPU all-to-all")
+    ap.add_argument("--walk-crossover", action="store_true", help="numba load cost vs the numpy route walk")
+    ap.add_argument("--warm-analytical", action="store_true",
+                    help="warm analytical calls on the 1,024-GPU all-to-all")
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -336,6 +410,12 @@ def main() -> None:
         return
     if args.warm:
         warm(args.repeats)
+        return
+    if args.walk_crossover:
+        walk_crossover(min(args.repeats, 5))
+        return
+    if args.warm_analytical:
+        warm_analytical(args.repeats)
         return
     if args.solver_crossover:
         solver_crossover(min(args.repeats, 5))

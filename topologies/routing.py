@@ -28,6 +28,7 @@ Modes:
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -45,6 +46,62 @@ MAX_SPRAY_PATHS = 16
 
 _INF = np.int32(1 << 20)
 _U64 = np.uint64
+
+#: Route walk for ``ecmp`` and ``single``: "auto" (numpy until :func:`use_compiled_walk` says the compiled
+#: walk of :mod:`topologies.routing_numba` pays for loading numba), "jit" (always) or "numpy" (never).
+#: Routes are identical (tested); ``spray`` always walks in numpy.
+WALK = "auto"
+#: CPU seconds to import numba and load the cached walk in a fresh process (``python
+#: benchmarks/bench_scale.py --walk-crossover``: 1.0 s under a load average of 8, about 0.75 s quieter; the
+#: same figure as :data:`sim.network.maxmin.JIT_LOAD_S`).
+WALK_LOAD_S = 0.75
+#: A batch of this many flows loads the compiled walk at once (the numpy walk alone costs about the load).
+WALK_MIN_FLOWS = 2_500_000
+#: The numpy walk's extra CPU over the compiled one, per :meth:`Router.route` call and per flow (fitted by
+#: ``--walk-crossover`` on a 1,024-GPU fat-tree: 0.9 ms at 100 flows, 2.4 ms at 10k, 314 ms at 1M).
+WALK_CALL_S = 0.9e-3
+WALK_FLOW_S = 0.3e-6
+_WALK: dict = {}
+_WALK_SPENT = {"numpy_excess_s": 0.0}
+
+
+def use_compiled_walk(flows: int = 0) -> bool:
+    """Whether a batch of ``flows`` flows should be routed by the compiled walk.
+
+    The rule of :func:`sim.network.maxmin.use_compiled` (ski rental): True when ``WALK`` is "jit"; when
+    numba is already loaded in this process; when the batch has :data:`WALK_MIN_FLOWS` flows or more; or
+    when the numpy walks so far have cost :data:`WALK_LOAD_S` more than the compiled walk would have.
+    False for ``WALK = "numpy"`` and where numba cannot load. So small inputs never import numba.
+
+    Examples
+    --------
+    >>> use_compiled_walk(0) in (True, False)
+    True
+    """
+    if WALK == "numpy":
+        return False
+    if WALK == "jit" or "numba" in sys.modules or flows >= WALK_MIN_FLOWS or \
+            _WALK_SPENT["numpy_excess_s"] >= WALK_LOAD_S:
+        return _walk_kernels() is not None
+    return False
+
+
+def charge_walk(excess_s: float) -> None:
+    """Record CPU a numpy path spent beyond its compiled twin (it moves :func:`use_compiled_walk` closer to
+    yes); the route walk charges its own, and a caller with kernels of its own may charge theirs."""
+    _WALK_SPENT["numpy_excess_s"] += float(excess_s)
+
+
+def _walk_kernels():
+    if "mod" not in _WALK:
+        try:
+            from topologies import routing_numba
+        except Exception:  # noqa: BLE001 - no numba (or it cannot compile here): the numpy walk
+            if WALK == "jit":
+                raise
+            routing_numba = None
+        _WALK["mod"] = routing_numba
+    return _WALK["mod"]
 
 
 def link_table(graph: nx.Graph) -> pd.DataFrame:
@@ -169,7 +226,6 @@ class Router:
         index = {n: i for i, n in enumerate(self.nodes)}
         self._lsrc = np.array([index[n] for n in self.links["src"]], dtype=np.int64)
         self._ldst = np.array([index[n] for n in self.links["dst"]], dtype=np.int64)
-        self.link_id = {(u, v): i for i, (u, v) in enumerate(zip(self.links["src"], self.links["dst"], strict=True))}
         n = len(self.nodes)
         keys = self._lsrc * n + self._ldst
         self._key_order = np.argsort(keys, kind="stable")
@@ -179,6 +235,11 @@ class Router:
         self.num_gpus = len(self._gpu_node)
         self._build_domains(graph, kinds)
         self._build_network(kinds)
+
+    @cached_property
+    def link_id(self) -> dict:
+        """``{(u, v): link id}`` for every directed link (built on first use: a million-entry dict at scale)."""
+        return {(u, v): i for i, (u, v) in enumerate(zip(self.links["src"], self.links["dst"], strict=True))}
 
     # ----------------------------------------------------------------------------------------- set-up
     @staticmethod
@@ -361,16 +422,22 @@ class Router:
                 raise TopologyError(f"{self.name}: gpu{arr[bad][0]} is not in the topology "
                                     f"(it has {self.num_gpus} GPUs, gpu0..gpu{self.num_gpus - 1})")
         f = len(src)
-        h = self._flow_hash(src, dst, key)
+        jit = self.routing != "spray" and use_compiled_walk(f)
+        kernels = _walk_kernels() if jit else None
+        h = self._flow_hash(src, dst, key, kernels)
         same = self._domain[src] == self._domain[dst]
         g, hh = src.copy(), dst.copy()  # network segment g -> hh for flows between domains
         inter = np.nonzero(~same)[0]
-        if len(inter):
+        if len(inter) and (self.pxn or not self._all_direct):
             self._choose_relays(src, dst, inter, g, hh)
         # NVLink legs: before the network (src -> g) and after (hh -> dst); whole path when in one domain
         pre_to = np.where(same, dst, g)
         pre = self._intra(src, pre_to)
         post = self._intra(np.where(same, dst, hh), dst)
+        if kernels is not None:
+            return self._route_compiled(kernels, g, hh, h, inter, pre, post)
+        if self.routing != "spray" and WALK != "jit":
+            charge_walk(WALK_CALL_S + WALK_FLOW_S * f)
         n_sub = np.ones(f, dtype=np.int64)
         net_rows = np.zeros((0, 0), dtype=np.int64)
         fraction_net = np.zeros(0)
@@ -414,9 +481,43 @@ class Router:
         return self.path_nodes(routes.links_of(0)) or [gpu_name(src_gpu)]
 
     # ------------------------------------------------------------------------------------ internals
-    def _flow_hash(self, src, dst, key) -> np.ndarray:
+    @cached_property
+    def _all_direct(self) -> bool:
+        """Every GPU reaches every other GPU's access switches through the network (no relays needed)."""
+        t = self._target_of
+        return bool((t < self._T).all()) and bool((self._tt[:self._T, :self._T] < _INF).all())
+
+    @cached_property
+    def _acc_down(self) -> np.ndarray:
+        """Link from each GPU's access switch ``_acc_sw[g, c]`` down to GPU ``g`` (-1 where none)."""
+        has = self._acc_sw < self._S
+        if not has.any():  # no network switch at all (an NVLink-only graph)
+            return np.full(self._acc_sw.shape, -1, dtype=np.int64)
+        sw = self._sw_node[np.where(has, self._acc_sw, 0)]
+        down = self._lookup(sw.reshape(-1), np.repeat(self._gpu_node, self._acc_sw.shape[1])).reshape(sw.shape)
+        return np.where(has, down, -1)
+
+    def _route_compiled(self, kernels, g, hh, h, inter, pre, post) -> Routes:
+        """:meth:`route`'s network walk and CSR assembly for ``ecmp`` / ``single`` in one compiled loop."""
+        f = len(g)
+        net_of = np.full(f, -1, dtype=np.int64)
+        net_of[inter] = np.arange(len(inter))
+        a, b = g[inter], hh[inter]
+        link_ptr, link_idx, bad = kernels.route_csr(
+            pre, post, net_of, a, b, h[inter], self._target_of, self._dt, self._acc_sw, self._acc_lid,
+            self._acc_down, self._nh_cnt, self._nh_ptr, self._nh_lid, self._sw_of, self._ldst, self._sw_node,
+            self._S, int(_INF))
+        if bad >= 0:
+            raise TopologyError(f"{self.name}: no path from gpu{a[bad]} to gpu{b[bad]}")
+        return Routes(sub_ptr=np.arange(f + 1, dtype=np.int64), fraction=np.ones(f), link_ptr=link_ptr,
+                      link_idx=link_idx)
+
+    def _flow_hash(self, src, dst, key, kernels=None) -> np.ndarray:
         if self.routing == "single":
             key = np.zeros_like(key)
+        if kernels is not None:
+            seed = np.array([self.seed], dtype=np.int64).astype(_U64)[0]
+            return kernels.flow_hash(seed, src.astype(_U64), dst.astype(_U64), key.astype(_U64))
         with np.errstate(over="ignore"):
             h = _mix(np.full(len(src), self.seed, dtype=np.int64).astype(_U64) ^ _mix(src.astype(_U64)))
             h = _mix(h ^ _mix(dst.astype(_U64) + _U64(0x632BE59BD9B4E019)))
@@ -633,4 +734,5 @@ def _unrank(weights: np.ndarray, rank: np.ndarray) -> tuple[np.ndarray, np.ndarr
     return pick, rank - before
 
 
-__all__ = ["MAX_SPRAY_PATHS", "ROUTING_MODES", "Router", "Routes", "link_table"]
+__all__ = ["MAX_SPRAY_PATHS", "ROUTING_MODES", "WALK", "WALK_CALL_S", "WALK_FLOW_S", "WALK_LOAD_S", "WALK_MIN_FLOWS",
+           "Router", "Routes", "charge_walk", "link_table", "use_compiled_walk"]

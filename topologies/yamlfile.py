@@ -14,11 +14,12 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Any
-
-import yaml
+from typing import TYPE_CHECKING, Any
 
 from topologies.errors import TopologyError
+
+if TYPE_CHECKING:  # annotations only: yaml is imported when a file is read
+    import yaml
 
 __all__ = ["MAX_FILE_BYTES", "alias_budget", "build_progress", "load_yaml_text", "read_yaml_file", "report_progress"]
 
@@ -27,7 +28,6 @@ __all__ = ["MAX_FILE_BYTES", "alias_budget", "build_progress", "load_yaml_text",
 MAX_FILE_BYTES = 8 * 1024 * 1024
 #: Nodes an alias-expanded document may always have, on top of twice its length in characters.
 ALIAS_BASE_NODES = 100_000
-_FAST_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when installed
 #: Where a long read or build reports how far it is (set by :func:`build_progress`; the CLI draws a bar).
 _PROGRESS: ContextVar[Callable[[str, float, float | None], None] | None] = ContextVar("topology_progress",
                                                                                        default=None)
@@ -126,9 +126,12 @@ def load_yaml_text(text: str, where: str) -> Any:
     ...
     topologies.errors.TopologyError: t.yaml: YAML aliases expand to more than ... nodes (an alias bomb?); ...
     """
+    import yaml  # here, not at module level: a preset run never reads YAML (the import costs ~0.07 s)
+
     try:
         if "&" not in text or "*" not in text:  # no anchor and alias: nothing to expand, use the fast loader
-            return yaml.load(_CountingReader(text), Loader=_FAST_LOADER)  # noqa: S506 - a safe loader
+            fast = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when installed
+            return yaml.load(_CountingReader(text), Loader=fast)  # noqa: S506 - a safe loader
         loader = yaml.SafeLoader(_CountingReader(text))
         try:
             node = loader.get_single_node()
@@ -148,9 +151,9 @@ def load_yaml_text(text: str, where: str) -> Any:
 
 
 def _children(node: yaml.Node) -> list[yaml.Node]:
-    if isinstance(node, yaml.SequenceNode):
+    if node.id == "sequence":  # yaml.SequenceNode (yaml itself is imported only when a file is read)
         return list(node.value)
-    if isinstance(node, yaml.MappingNode):
+    if node.id == "mapping":  # yaml.MappingNode
         return [part for pair in node.value for part in pair]
     return []
 

@@ -17,6 +17,7 @@ Limits (also in ``docs/limits.md``):
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -34,12 +35,15 @@ __all__ = [
     "MAX_OP_BYTES",
     "MAX_SPAN_S",
     "MAX_WORLD_SIZE",
+    "SPLIT_CHUNK_ENTRIES",
     "check_collectives",
     "check_metadata",
     "check_rows",
     "exact_float",
     "exact_int",
     "rebase_times",
+    "split_lengths",
+    "split_out_of_range",
 ]
 
 MAX_WORLD_SIZE = 1 << 20
@@ -235,17 +239,52 @@ def check_rows(out: pd.DataFrame, meta: Mapping[str, Any], split_len: np.ndarray
     _fail((split_len > 0) & ~is_a2a, "field 'split_bytes' is set on a row that is not AllToAll")
     _fail((split_len > 0) & (split_len != nranks), "field 'split_bytes' needs one entry per comm rank", split_len)
     if split_len.any():
-        flat = np.fromiter((x for v in out["split_bytes"].to_numpy() for x in v), dtype=object)
-        flat = flat.astype(np.float64)
-        row_of = np.repeat(np.arange(len(out)), split_len)
-        bad = np.zeros(len(out), bool)
-        bad[row_of[(flat < 0) | (flat > MAX_OP_BYTES)]] = True
-        _fail(bad, f"field 'split_bytes' has an entry outside 0..{MAX_OP_BYTES}")
+        _fail(split_out_of_range(out["split_bytes"].to_numpy(), split_len),
+              f"field 'split_bytes' has an entry outside 0..{MAX_OP_BYTES}")
     for name in ("t_start_s", "duration_s"):
         t = out[name].to_numpy()
         _fail(np.isinf(t), f"field '{name}' is infinite (NaN means unknown)", t)
         _fail(t < 0, f"field '{name}' is negative", t)
         _fail(t > MAX_SPAN_S, f"field '{name}' is more than {MAX_SPAN_S:g} s from the trace's start", t)
+
+
+#: Split entries checked at once by :func:`split_out_of_range` (bounds its temporaries to ~32 MB).
+SPLIT_CHUNK_ENTRIES = 1 << 22
+
+
+def split_out_of_range(splits: np.ndarray, split_len: np.ndarray) -> np.ndarray:
+    """Rows whose ``split_bytes`` has an entry outside ``0..MAX_OP_BYTES`` (compared exactly, as integers).
+
+    Rows with entries are taken in chunks of about :data:`SPLIT_CHUNK_ENTRIES` entries, each one flat int64
+    array (``np.concatenate`` of int64 arrays, or ``np.fromiter`` over tuples of ints; Python ints beyond
+    64 bits are compared as objects), so no Python object is made per entry.
+
+    Examples
+    --------
+    >>> split_out_of_range(np.array([(1, 2), (), (-1, 5)], dtype=object), np.array([2, 0, 2])).tolist()
+    [False, False, True]
+    """
+    bad = np.zeros(len(splits), bool)
+    rows = np.flatnonzero(split_len)
+    cum = np.cumsum(split_len[rows])
+    starts = np.searchsorted(cum, np.arange(0, int(cum[-1]) if len(cum) else 0, SPLIT_CHUNK_ENTRIES), side="right")
+    for lo, hi in zip(starts.tolist(), [*starts[1:].tolist(), len(rows)], strict=True):
+        part = rows[lo:hi]
+        if not len(part):
+            continue
+        values = splits[part]
+        try:
+            if isinstance(values[0], np.ndarray):
+                flat = np.concatenate(values.tolist()).astype(np.int64, copy=False)
+            else:
+                flat = np.fromiter(itertools.chain.from_iterable(values), dtype=np.int64,
+                                   count=int(split_len[part].sum()))
+        except (OverflowError, TypeError, ValueError):  # ints beyond int64, or mixed rows: exact as objects
+            flat = np.fromiter(itertools.chain.from_iterable(values), dtype=object)
+        out = (flat < 0) | (flat > MAX_OP_BYTES)
+        if out.any():
+            bad[np.repeat(part, split_len[part])[out]] = True
+    return bad
 
 
 def split_lengths(out: pd.DataFrame) -> np.ndarray:

@@ -12,6 +12,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -87,12 +88,50 @@ def read_trace(path_or_name: str | Path) -> pd.DataFrame:
     version = meta.get("schema_version")
     if version != SCHEMA_VERSION:
         raise TraceError(f"{path}: schema_version {version!r} is not supported (expected {SCHEMA_VERSION})")
-    df = table.to_pandas()
+    splits = split_arrays(table.column("split_bytes")) if "split_bytes" in table.column_names else None
+    if splits is not None:
+        df = table.drop_columns(["split_bytes"]).to_pandas()
+        df["split_bytes"] = pd.Series(splits, index=df.index, dtype=object)
+    else:  # another list type, or missing entries inside a list: normalize() converts or refuses per row
+        df = table.to_pandas()
     df.attrs[METADATA_KEY] = meta
     try:
         return validate(df)
     except TraceError as exc:
         raise TraceError(f"{path}: {exc}") from None
+
+
+def split_arrays(column: pa.ChunkedArray | pa.Array) -> np.ndarray | None:
+    """The ``split_bytes`` column of an Arrow table as one read-only int64 array per row (an object array).
+
+    The rows are views of the column's flat values (one ``to_numpy`` and the list offsets), not Python
+    lists: at 1,024 GPUs a decode step holds 121 M entries, which as Python ints took gigabytes. A missing
+    list is an empty array. Returns None when the column is not a list of int64 without missing entries
+    (the caller then converts it row by row, which names a bad row).
+
+    Examples
+    --------
+    >>> rows = split_arrays(pa.array([[4, 20], [], None], type=pa.list_(pa.int64())))
+    >>> [r.tolist() for r in rows], rows[0].dtype
+    ([[4, 20], [], []], dtype('int64'))
+    """
+    arr = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    if not (pa.types.is_list(arr.type) or pa.types.is_large_list(arr.type)) or arr.type.value_type != pa.int64():
+        return None
+    if arr.values.null_count:
+        return None
+    flat = arr.values.to_numpy(zero_copy_only=False)
+    flat.flags.writeable = False  # the rows share this buffer
+    offsets = arr.offsets.to_numpy().astype(np.int64)
+    if arr.null_count:  # a missing list: no entries (its offsets may still span values)
+        ends = offsets[1:].copy()
+        missing = arr.is_null().to_numpy(zero_copy_only=False)
+        ends[missing] = offsets[:-1][missing]
+    else:
+        ends = offsets[1:]
+    # fromiter: one array per row (assigning a list of equal-length arrays would make a 2-D array)
+    return np.fromiter((flat[a:b] for a, b in zip(offsets[:-1].tolist(), ends.tolist(), strict=True)),
+                       dtype=object, count=len(arr))
 
 
 def write_trace(df: pd.DataFrame, path: str | Path) -> Path:
@@ -229,5 +268,6 @@ __all__ = [
     "list_builtin",
     "read_trace",
     "resolve_trace_path",
+    "split_arrays",
     "write_trace",
 ]

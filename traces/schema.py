@@ -11,7 +11,9 @@ Extension columns (allowed by SPEC §3, "add columns freely"):
 ``split_bytes`` (list<int64>)
     For an uneven AllToAll (``all_to_all_single`` with splits, MoE dispatch/combine): bytes this rank sends
     to each comm rank, in comm-rank order (its own entry stays local). Empty for every other row; an empty
-    list on an AllToAll means every peer gets ``bytes``. For an uneven AllToAll, ``count`` is the total
+    list on an AllToAll means every peer gets ``bytes``. In a frame, each entry is a tuple of ints or a 1-D
+    int64 numpy array (:func:`traces.read_trace` gives read-only arrays, views of the file's flat values);
+    consumers only take ``len`` of it, iterate or index it. For an uneven AllToAll, ``count`` is the total
     element count sent divided by ``nranks`` (rounded down), so ``bytes`` keeps meaning ``count`` × size.
 """
 
@@ -188,9 +190,10 @@ def normalize(df: pd.DataFrame, metadata: Mapping[str, Any] | None = None) -> pd
                      else checks.exact_int(df["group"], "group", "int64", nan_as=-1))
     if "split_bytes" in df.columns:
         splits = df["split_bytes"].tolist()
-        # Fast path: every entry already a tuple of Python ints (readers build them so); a check is far
-        # cheaper than rebuilding a tuple per row.
-        if not _int_tuples(splits):
+        # Fast paths: every entry already a tuple of Python ints (readers build them so) or a 1-D int64
+        # array (read_trace builds them so, views of the file's flat values); a check is far cheaper than
+        # rebuilding a tuple per row, and an array holds its entries in 8 bytes each, not a Python int.
+        if not (_int_tuples(splits) or _int64_arrays(splits)):
             splits = [_split_tuple(v, row) for row, v in enumerate(splits)]
     else:
         splits = [()] * len(df)
@@ -214,6 +217,17 @@ def _int_tuples(values: list[Any]) -> bool:
     if set(map(type, values)) != {tuple}:
         return False
     return set(map(type, itertools.chain.from_iterable(values))) <= {int}
+
+
+def _int64_arrays(values: list[Any]) -> bool:
+    """True when every value is a one-dimensional int64 numpy array."""
+    if not values or set(map(type, values)) != {np.ndarray}:
+        return False
+    return set(map(_dtype_ndim, values)) == {(np.dtype(np.int64), 1)}
+
+
+def _dtype_ndim(value: np.ndarray) -> tuple[np.dtype, int]:
+    return value.dtype, value.ndim
 
 
 def _is_nan(value: Any) -> bool:

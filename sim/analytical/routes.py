@@ -10,7 +10,61 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["PairRoutes"]
+from topologies.routing import charge_walk, use_compiled_walk
+
+#: The numpy link loads' extra CPU over the compiled ones (which touch only the op's own rows), per call
+#: and per table entry: measured 35 ms against 19 ms for 10k transfers over a 5.5 M-entry table.
+LOADS_CALL_S = 0.2e-3
+LOADS_ENTRY_S = 3e-9
+#: Keys whose table reaches this many pairs look rows up in a dense array over all GPU pairs (int32, when
+#: there are at most DENSE_MAX_PAIRS of them) instead of a binary search per transfer.
+DENSE_MIN_ROWS = 4096
+DENSE_MAX_PAIRS = 1 << 22
+
+__all__ = ["DENSE_MAX_PAIRS", "DENSE_MIN_ROWS", "LOADS_CALL_S", "LOADS_ENTRY_S", "PairRoutes",
+           "path_bounds_numpy"]
+
+
+def path_bounds_numpy(link_ptr: np.ndarray, link_idx: np.ndarray, capacity: np.ndarray, latency: np.ndarray
+                      ) -> tuple[np.ndarray, np.ndarray]:
+    """Each path's smallest capacity (``inf`` for no links) and summed latency (0 for no links).
+
+    Parameters
+    ----------
+    link_ptr, link_idx : ndarray of int
+        CSR paths: path ``j`` crosses ``link_idx[link_ptr[j]:link_ptr[j + 1]]``.
+    capacity, latency : ndarray of float
+        Per link.
+
+    Returns
+    -------
+    cap_min, latency_sum : ndarray of float64, one per path
+
+    Examples
+    --------
+    >>> c, l = path_bounds_numpy(np.array([0, 2, 2]), np.array([0, 1]), np.array([2.0, 1.0]), np.array([1.0, 3.0]))
+    >>> c.tolist(), l.tolist()
+    ([1.0, inf], [4.0, 0.0])
+    """
+    per = np.diff(link_ptr)
+    nonempty = per > 0
+    cap_min = np.full(len(per), np.inf)
+    lat = np.zeros(len(per))
+    if nonempty.any():
+        starts = link_ptr[:-1][nonempty]
+        cap_min[nonempty] = np.minimum.reduceat(capacity[link_idx], starts)
+        lat[nonempty] = np.add.reduceat(latency[link_idx], starts)
+    return cap_min, lat
+
+
+def _path_bounds(link_ptr, link_idx, per_sub, capacity, latency):
+    """:func:`path_bounds_numpy`, compiled where the route walk is (same results, bit for bit)."""
+    if use_compiled_walk():  # only where the walk has loaded numba: these alone never pay for it
+        from sim.analytical.kernels import MAX_PATH_LINKS, path_bounds
+
+        if len(per_sub) and int(per_sub.max()) <= MAX_PATH_LINKS:
+            return path_bounds(link_ptr, link_idx, capacity, latency)
+    return path_bounds_numpy(link_ptr, link_idx, capacity, latency)
 
 
 class _KeyTable:
@@ -19,6 +73,7 @@ class _KeyTable:
     def __init__(self) -> None:
         self.pair = np.zeros(0, dtype=np.int64)  # sorted pair ids
         self.row = np.zeros(0, dtype=np.int64)   # row of each sorted pair
+        self.dense: np.ndarray | None = None     # row of every pair id (-1: not routed), once the table is big
         self.rows_total = 0
         self.new_pairs: list[np.ndarray] = []
         self.new_rows: list[np.ndarray] = []
@@ -26,6 +81,7 @@ class _KeyTable:
         self.latency_s = np.zeros(0)
         self.blocks: list[tuple[np.ndarray, np.ndarray | None, np.ndarray]] = []  # (links, fraction, per row)
         self._flat: tuple[np.ndarray, np.ndarray | None, np.ndarray] | None = None
+        self.row_ptr: np.ndarray | None = None  # CSR pointers of flat()'s rows, for the compiled loads
 
     def flat(self) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
         """(link of every entry, its fraction of the row's bytes or None for all ones, entries per row)."""
@@ -38,6 +94,7 @@ class _KeyTable:
                 frac = np.concatenate([np.ones(len(blk[0])) if blk[1] is None else blk[1] for blk in self.blocks])
             self._flat = (links, frac, per_row)
             self.blocks = [self._flat]
+            self.row_ptr = None
         return self._flat
 
 
@@ -84,13 +141,7 @@ class PairRoutes:
             np.bincount(flow_of_sub, weights=per_sub, minlength=len(pairs)).astype(np.int64)
         # sub-flows are in flow order, so a row's entries are contiguous; a fraction only where sprayed
         entry_frac = None if bool(np.all(frac == 1.0)) else np.repeat(frac, per_sub)
-        starts = link_ptr[:-1]
-        nonempty = per_sub > 0
-        cap_min = np.full(n_sub, np.inf)
-        lat = np.zeros(n_sub)
-        if nonempty.any():
-            cap_min[nonempty] = np.minimum.reduceat(self.capacity_bytes_per_s[link_idx], starts[nonempty])
-            lat[nonempty] = np.add.reduceat(self.link_latency_s[link_idx], starts[nonempty])
+        cap_min, lat = _path_bounds(link_ptr, link_idx, per_sub, self.capacity_bytes_per_s, self.link_latency_s)
         if n_sub == len(pairs):  # one sub-flow per pair (ecmp, single)
             spb, lat_flow = frac / cap_min, lat
         else:  # a sprayed flow sends fixed fractions in parallel: its bytes take at least the slowest one
@@ -120,6 +171,19 @@ class PairRoutes:
             table.row = np.concatenate(table.new_rows) if table.new_rows else np.zeros(0, np.int64)
             table.new_pairs, table.new_rows = [], []
             return table, (table.row if ascending else table.row[np.searchsorted(table.pair, pairs)])
+        if table.dense is None and len(table.pair) >= DENSE_MIN_ROWS and self.gpus ** 2 <= DENSE_MAX_PAIRS:
+            table.dense = np.full(self.gpus ** 2, -1, dtype=np.int32 if table.rows_total < (1 << 31) else np.int64)
+            table.dense[table.pair] = table.row
+        if table.dense is not None:  # one gather; pairs not seen yet are routed and entered
+            row = table.dense[pairs]
+            unseen = row < 0
+            if unseen.any():
+                new = np.unique(pairs[unseen])
+                self._route_new(table, new, key)
+                table.dense[np.concatenate(table.new_pairs)] = np.concatenate(table.new_rows)
+                table.new_pairs, table.new_rows = [], []
+                row = table.dense[pairs]
+            return table, row.astype(np.int64)
         pos = np.minimum(np.searchsorted(table.pair, pairs), len(table.pair) - 1)
         known = table.pair[pos] == pairs
         if not known.all():
@@ -143,8 +207,18 @@ class PairRoutes:
         byte (its path's slowest link) and path latency."""
         table, rows = self.rows(src, dst, key)
         links, frac, per_row = table.flat()
-        weight = np.repeat(np.bincount(rows, weights=nbytes, minlength=table.rows_total), per_row)
-        if frac is not None:
-            weight *= frac
-        load = np.bincount(links, weights=weight, minlength=self.n_links)
+        row_bytes = np.bincount(rows, weights=nbytes, minlength=table.rows_total)
+        if not use_compiled_walk():  # numpy: the walk's size rule also counts what this costs beyond the kernel
+            charge_walk(LOADS_CALL_S + LOADS_ENTRY_S * len(links))
+        if use_compiled_walk():  # where the walk has loaded numba (or these charges have paid for it)
+            from sim.analytical.kernels import link_loads
+
+            if table.row_ptr is None:
+                table.row_ptr = np.concatenate([[0], np.cumsum(per_row)])
+            load = link_loads(links, np.zeros(0) if frac is None else frac, table.row_ptr, row_bytes, self.n_links)
+        else:
+            weight = np.repeat(row_bytes, per_row)
+            if frac is not None:
+                weight *= frac
+            load = np.bincount(links, weights=weight, minlength=self.n_links)
         return load, table.s_per_byte[rows], table.latency_s[rows]

@@ -100,8 +100,42 @@ def test_split_bytes_and_group_round_trip(tmp_path):
     df = _frame([_row(op="AllToAll", count=3, bytes=12, split_bytes=[4, 20], group=7),
                  _row(op="AllToAll", rank=1)])
     back = read_trace(write_trace(df, tmp_path / "a.parquet"))
-    assert back["split_bytes"].tolist() == [(4, 20), ()]
+    assert [v.tolist() for v in back["split_bytes"]] == [[4, 20], []]
+    # read as int64 arrays (views of the file's flat values, read-only), not Python ints per entry
+    assert all(isinstance(v, np.ndarray) and v.dtype == np.int64 and not v.flags.writeable
+               for v in back["split_bytes"])
     assert back["group"].tolist() == [7, -1]
+    again = read_trace(write_trace(back, tmp_path / "b.parquet"))  # arrays write back as they read
+    assert [v.tolist() for v in again["split_bytes"]] == [[4, 20], []]
+
+
+@pytest.mark.parametrize("as_array", [False, True])
+def test_split_entries_are_checked_exactly_as_tuples_and_as_arrays(as_array):
+    def frame(values):
+        split = np.array(values, dtype=np.int64) if as_array else tuple(values)
+        other = np.array([5, 5], dtype=np.int64) if as_array else (5, 5)
+        return _frame([_row(op="AllToAll", count=3, bytes=12, split_bytes=split),
+                       _row(op="AllToAll", rank=1, count=3, bytes=12, split_bytes=other)])
+
+    assert validate(frame([4, 2**53]))["split_bytes"].map(len).tolist() == [2, 2]
+    for bad in ([4, -1], [4, 2**53 + 1]):  # 2**53 + 1 is refused although float64 rounds it to 2**53
+        with pytest.raises(TraceError, match=r"row 0: field 'split_bytes' has an entry outside 0\.\.9007199254740992 "
+                                             r"\(found in 1 row\(s\)\)"):
+            validate(frame(bad))
+    kept = validate(frame([4, 20]))["split_bytes"]
+    assert all(isinstance(v, np.ndarray if as_array else tuple) for v in kept)
+
+
+def test_split_check_over_many_chunks(monkeypatch):
+    from traces import checks
+
+    monkeypatch.setattr(checks, "SPLIT_CHUNK_ENTRIES", 3)
+    splits = np.fromiter([np.array([1, 2], np.int64)] * 5 + [np.array([1, -2], np.int64), np.zeros(0, np.int64)],
+                         dtype=object, count=7)
+    lens = np.array([2] * 6 + [0])
+    assert checks.split_out_of_range(splits, lens).tolist() == [False] * 5 + [True, False]
+    tuples = np.fromiter([(1, 2)] * 5 + [(1, 2**70), ()], dtype=object, count=7)
+    assert checks.split_out_of_range(tuples, lens).tolist() == [False] * 5 + [True, False]
 
 
 def test_write_is_deterministic(tmp_path):
