@@ -133,8 +133,9 @@ def parse_other(text: str, line: int, scan: FileScan) -> None:
         })
         note_ts(scan, prefix.ts_us)
         return
-    m = L.TUNING_RE.search(text) if "Bytes -> Algo" in text else None
-    if m:
+    # Every TUNING record of the line, each with its own nearest prefix: a line torn by another process's
+    # write holds two (the positional reader reads one per " Bytes -> Algo " mark too).
+    for m in L.TUNING_RE.finditer(text) if "Bytes -> Algo" in text else ():
         prefix = L.parse_prefix_at(text, m.start())
         scan.tuning_parts.append({
             "line": [line], "host": [prefix.host], "pid": [prefix.pid],

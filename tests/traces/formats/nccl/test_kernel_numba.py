@@ -139,6 +139,24 @@ def test_tuning_line_with_two_prefixes_is_read_once(tmp_path, monkeypatch):
     assert any("1 TUNING line(s) matched no COLL line" in n for n in jit_df.attrs["collsim"]["notes"])
 
 
+
+def test_torn_tuning_line_keeps_both_records(tmp_path, monkeypatch):
+    # Found by the torn-line fuzz: process 3's TUNING line cut by process 1's TUNING line holds two
+    # TUNING records; the positional reader read both, the compiled reader's per-line path only the first.
+    coll = ("h:1:1 [1] NCCL INFO AllReduce: opCount 0 sendbuff 0x10 recvbuff 0x20 count 4096 datatype 0 op 0 "
+            "root 0 comm 0xa [nranks=1] stream 0x30")
+    lines = [coll,
+             "h:3:3 [1] NCCL INFO AllReduce: 4096 Bytes -> Algo 1 proto 2 time "
+             "h:1:1 [1] NCCL INFO 4096 Bytes -> Algo 0 proto 1 time 12.500000",
+             "1.0"]
+    path = tmp_path / "x.log"
+    path.write_text("\n".join(lines) + "\n")
+    numpy_df, numpy_report = read(path, "numpy", monkeypatch)
+    jit_df, jit_report = read(path, "jit", monkeypatch)
+    assert_same((numpy_df, numpy_report), (jit_df, jit_report))
+    assert jit_df["algo"].tolist() == ["TREE"]  # process 1's record, matched to its COLL line
+    assert any("1 TUNING line(s) matched no COLL line" in n for n in jit_df.attrs["collsim"]["notes"])
+
 def test_chunk_borders_and_the_read_ahead_thread(tmp_path, monkeypatch):
     # Tiny chunks: many kernel calls in flight at once, lines counted across chunk borders, a wrapped
     # COLL line whose continuation starts the next chunk.
