@@ -97,6 +97,16 @@ def _us(t_ns: int) -> float:
     return int(t_ns) / 1000
 
 
+def _rank_tid(rank: int, lane: int, world: int) -> int:
+    """The thread id of a rank's track (``lane`` > 0: its overflow tracks for overlapping collectives).
+
+    Never 0: Perfetto's JSON importer reads ``tid`` 0 as "not set" and puts the events on the process's main
+    thread (``tid == pid``), which merged rank 0's track into rank 1's (found by loading the file in
+    trace_processor_shell).
+    """
+    return 1 + rank + world * lane
+
+
 def _collective_events(result, world: int) -> tuple[list[dict], dict[tuple[int, int], int]]:
     """Complete events per member rank, and the bind id of each (op, rank) for arrows."""
     coll, log = result.collectives, result.log
@@ -120,7 +130,7 @@ def _collective_events(result, world: int) -> tuple[list[dict], dict[tuple[int, 
         ops = grp["op"].to_numpy()
         lane = lanes(start[ops], end[ops])
         for op, ln in zip(ops.tolist(), lane.tolist(), strict=True):
-            tid = int(rank) + world * int(ln)
+            tid = _rank_tid(int(rank), int(ln), world)
             tracks.add((int(rank), int(ln)))
             bind = op * world + int(rank) + 1
             binds[(op, int(rank))] = bind
@@ -131,9 +141,9 @@ def _collective_events(result, world: int) -> tuple[list[dict], dict[tuple[int, 
             events.append({"ph": "X", "pid": _PID_COLL, "tid": tid, "name": str(names[op]), "cat": "collective",
                            "ts": _us(start[op]), "dur": _us(end[op] - start[op]), "bind_id": bind,
                            "flow_out": True, "args": args})
-    meta = [{"ph": "M", "pid": _PID_COLL, "tid": r + world * ln, "name": "thread_name",
+    meta = [{"ph": "M", "pid": _PID_COLL, "tid": _rank_tid(r, ln, world), "name": "thread_name",
              "args": {"name": f"rank {r}" if ln == 0 else f"rank {r} (overlap {ln + 1})"}} for r, ln in sorted(tracks)]
-    meta += [{"ph": "M", "pid": _PID_COLL, "tid": r + world * ln, "name": "thread_sort_index",
+    meta += [{"ph": "M", "pid": _PID_COLL, "tid": _rank_tid(r, ln, world), "name": "thread_sort_index",
               "args": {"sort_index": r * 16 + ln}} for r, ln in sorted(tracks)]
     return meta + events, binds
 
