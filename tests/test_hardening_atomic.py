@@ -56,7 +56,7 @@ COMMANDS = {
     "flows": lambda t, d: ["flows", str(flows_csv(d)), "--topo", "fat_tree", "-o", str(d / "flows")],
     "bench": lambda t, d: ["bench", "all_reduce", "--topo", "fat_tree", "--nodes", "2", "-b", "8", "-e", "64K",
                            "-o", str(d / "bench")],
-    "validate": lambda t, d: ["validate", str(ROOT / "tests/data/nccl_tests/gcp_a3high_1x8_h100.txt"), "--topo",
+    "validate": lambda t, d: ["validate", str(ROOT / "tests/data/nccl_tests/dgx_spark_2x1_gb10_allgather.txt"), "--topo",
                               "rail_optimized", "-o", str(d / "validate")],
     "compare": lambda t, d: ["compare", "--trace", str(t), "--topo", "fat_tree,leaf_spine", "--serial", "-o",
                              str(d / "compare")],

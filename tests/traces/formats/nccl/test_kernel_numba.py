@@ -88,12 +88,28 @@ def assert_same(a, b):
     assert r1.as_dict() == r2.as_dict()
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(st.lists(line(), min_size=1, max_size=14), st.sampled_from(["\n", "\r\n"]), st.booleans())
-def test_compiled_and_numpy_paths_agree_on_any_lines(tmp_path_factory, monkeypatch, lines, newline, last_newline):
+def check_any_lines(tmp_path_factory, monkeypatch, lines, newline, last_newline):
     path = tmp_path_factory.mktemp("jit") / "x.log"
     path.write_bytes((newline.join(lines) + (newline if last_newline else "")).encode("utf-8", "surrogatepass"))
     assert_same(read(path, "numpy", monkeypatch), read(path, "jit", monkeypatch))
+
+
+ANY_LINES = (st.lists(line(), min_size=1, max_size=14), st.sampled_from(["\n", "\r\n"]), st.booleans())
+
+
+# CI runs 40 examples (each reads a file twice, ~0.15 s); the slow twin below runs 600.
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(*ANY_LINES)
+def test_compiled_and_numpy_paths_agree_on_any_lines(tmp_path_factory, monkeypatch, lines, newline, last_newline):
+    check_any_lines(tmp_path_factory, monkeypatch, lines, newline, last_newline)
+
+
+@pytest.mark.slow
+@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(*ANY_LINES)
+def test_compiled_and_numpy_paths_agree_on_any_lines_long(tmp_path_factory, monkeypatch, lines, newline,
+                                                          last_newline):
+    check_any_lines(tmp_path_factory, monkeypatch, lines, newline, last_newline)
 
 
 @st.composite
@@ -113,14 +129,25 @@ def torn_lines(draw) -> list[str]:
     return out
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(torn_lines())
-def test_compiled_and_numpy_paths_agree_on_torn_lines(tmp_path_factory, monkeypatch, lines):
+def check_torn_lines(tmp_path_factory, monkeypatch, lines):
     # The torn-line search runs in both readers (lines with two prefixes go to the per-line path): the same
     # traces and the same counts, whatever the damage.
     path = tmp_path_factory.mktemp("torn") / "x.log"
     path.write_bytes(("\n".join(lines) + "\n").encode("utf-8", "surrogatepass"))
     assert_same(read(path, "numpy", monkeypatch), read(path, "jit", monkeypatch))
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(torn_lines())
+def test_compiled_and_numpy_paths_agree_on_torn_lines(tmp_path_factory, monkeypatch, lines):
+    check_torn_lines(tmp_path_factory, monkeypatch, lines)
+
+
+@pytest.mark.slow
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(torn_lines())
+def test_compiled_and_numpy_paths_agree_on_torn_lines_long(tmp_path_factory, monkeypatch, lines):
+    check_torn_lines(tmp_path_factory, monkeypatch, lines)
 
 
 def test_tuning_line_with_two_prefixes_is_read_once(tmp_path, monkeypatch):
