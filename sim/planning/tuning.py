@@ -64,9 +64,13 @@ from sim.planning.nccl_tables import (
     PAT_LOG_LAT_DIVISOR,
     PROTOS,
     RING_LL128_MAX_PER_CH,
+    RING_SEARCH_MAX_CHANNELS,
+    SM90_SPEED_ARRAY_INTER,
+    SPEED_ARRAY_INTER,
     TREE_CORRECTION,
     TREE_LL128_MAX_PER_CH,
     TREE_MAX_PER_CH,
+    TREE_PATTERN_FACTOR,
     WIRE_BYTES_PER_PAYLOAD,
 )
 
@@ -93,6 +97,7 @@ __all__ = [
     "nccl_chunk_bytes",
     "nccl_nbytes",
     "nccltests_bytes",
+    "net_graph_channels",
     "nvls_chunk_bytes",
     "p2p_latency_s",
     "parse_nccl_list",
@@ -125,6 +130,59 @@ def _nccl_steps(op: str, nranks: int, nnodes: int) -> tuple[int, int]:
     if op in ("AllGather", "ReduceScatter"):
         return nranks - 1, nnodes - 1
     return nranks, nnodes
+
+
+def net_graph_channels(model: CostModel, ppn: float) -> tuple[int, float]:
+    """(channels, GB/s per channel) of the ring / tree graph NCCL's search finds across servers.
+
+    ``search.cc`` (v2.23.4-1) with one NIC per GPU, as collsim's fabrics have: a channel enters and leaves
+    the server through one NIC, so the search tries the speeds of ``speedArrayInter``
+    (``sm90SpeedArrayInter`` on Hopper and later) from the fastest, and the first that the NIC's line rate
+    holds gives one channel per NIC (``ppn`` channels, at most ``MAXCHANNELS / 2`` = 16; the tree graph
+    takes the ring's channel count, ``init.cc``); ``ncclTopoDupChannels`` then doubles the channels and
+    halves the speed when the speed is at least 25 GB/s, except on sm90 below 50 GB/s with more than 4
+    channels. These are the *search* channels, which scale NCCL's per-channel caps in ``tuning.cc``; NCCL
+    runs twice as many (one copy per tree, ``connect.cc``), and NVIDIA/nccl#1041 confirms 8 search
+    channels on 8 x H100 with 8 NICs.
+
+    Examples
+    --------
+    8 H100s with one 400 Gb/s NIC each (50 GB/s line rate): 8 channels of 48 GB/s, not duplicated.
+
+    >>> net_graph_channels(CostModel(), 8)
+    (8, 48.0)
+
+    One GPU per server: the single 48 GB/s channel is duplicated into two of 24.
+
+    >>> net_graph_channels(CostModel(), 1)
+    (2, 24.0)
+    """
+    line_gbs = model.inter_bw_bytes_per_s / model.nic_efficiency / 1e9
+    sm90 = model.arch == "hopper"  # collsim's "hopper" row also stands for Blackwell (compute capability >= 90)
+    speeds = SM90_SPEED_ARRAY_INTER if sm90 else SPEED_ARRAY_INTER
+    speed = next((s for s in speeds if s <= line_gbs + 1e-9), speeds[-1])
+    n = max(1, min(RING_SEARCH_MAX_CHANNELS, int(round(ppn))))
+    if speed >= 25.0 and not (sm90 and speed < 50.0 and n > 4):
+        dup = min(2 * n, RING_SEARCH_MAX_CHANNELS)
+        speed /= -(-dup // n)
+        n = dup
+    return n, float(speed)
+
+
+def _graph_channels(model: CostModel, nnodes: int, ppn: float) -> int:
+    # the channel count that scales NCCL's per-channel caps: the search's (net_graph_channels) across
+    # servers; inside one server the caps do not bind at NVLink rates, so the model's count stays
+    return model.nchannels if nnodes <= 1 else net_graph_channels(model, ppn)[0]
+
+
+def _tree_pattern_factor(model: CostModel, nnodes: int, ppn: float) -> float:
+    # NCCL's tree graph is NCCL_TOPO_PATTERN_TREE (x 0.85 in tuning.cc) with one GPU per node (search.cc
+    # forces it) and, on sm90+, when the balanced tree finds no path: with one NIC per GPU the second GPU
+    # of a balanced tree has no PIX path to the first one's NIC, and the search tries the simpler tree
+    # before it relaxes the path type (search.cc, "Try a simpler tree"). Ampere keeps the balanced tree.
+    if nnodes <= 1:
+        return 1.0
+    return TREE_PATTERN_FACTOR if (ppn <= 1 or model.arch == "hopper") else 1.0
 
 
 def _ring_busbw(model: CostModel, nnodes: int, ppn: float) -> float:
@@ -162,9 +220,11 @@ def algo_bandwidth_bytes_per_s(op: str, algo: str, proto: str, nranks: int, nnod
                                model: CostModel | None = None) -> float:
     """NCCL's algorithm bandwidth (bytes/s) before the size-dependent tree correction.
 
-    busBw = per-GPU bandwidth with protocol efficiency and per-channel caps, then algbw = busBw ×
-    n/nsteps (ring), × 1/2 (tree), × 5/6 (NVLS, NVLSTree); PAT and NVLS AllGather/ReduceScatter keep
-    busBw (PAT × 0.85). ``0`` means the combination is disabled (NVLS and PAT are Simple only).
+    busBw = per-GPU bandwidth with protocol efficiency and per-channel caps (scaled by the search's
+    channel count, :func:`net_graph_channels`, across servers), the tree pattern's 0.85 where NCCL's
+    search builds that pattern, then algbw = busBw × n/nsteps (ring), × 1/2 (tree), × 5/6 (NVLS,
+    NVLSTree); PAT and NVLS AllGather/ReduceScatter keep busBw (PAT × 0.85). ``0`` means the
+    combination is disabled (NVLS and PAT are Simple only).
 
     Examples
     --------
@@ -177,14 +237,20 @@ def algo_bandwidth_bytes_per_s(op: str, algo: str, proto: str, nranks: int, nnod
 
     >>> round(algo_bandwidth_bytes_per_s("AllReduce", "nvls", "Simple", 8, 1) / 1e9, 2)
     333.33
+
+    Tree Simple on 10 x 8 H100s with 400 Gb/s NICs: 8 search channels x 36.0 GB/s (Hopper, > 2 nodes)
+    caps the 0.92 x 400 GB/s, then the tree pattern's 0.85 and the tree's 1/2.
+
+    >>> round(algo_bandwidth_bytes_per_s("AllReduce", "tree", "Simple", 80, 10) / 1e9, 2)
+    122.4
     """
     model = model or DEFAULT_MODEL
     p = _check_proto(proto)
     if proto == "LL128" and not model.ll128:
         return 0.0
     ni = _node_index(nnodes)
-    nch = model.nchannels
     ppn = nranks / max(nnodes, 1)
+    nch = _graph_channels(model, nnodes, ppn)
     arch = model.arch
     ll_max = (LL_MAX_SINGLE[arch] if ni == 0 else LL_MAX_BW[model.cpu][ni - 1]) * 1e9
     if algo == "ring":
@@ -203,7 +269,7 @@ def algo_bandwidth_bytes_per_s(op: str, algo: str, proto: str, nranks: int, nnod
             bus = min(bus / 3.8, ll_max)
         elif p == 1:
             bus = min(bus * (7 / 9 if nnodes <= 1 else 120 / 128), nch * TREE_LL128_MAX_PER_CH[arch][ni] * 1e9)
-        return bus * 0.5
+        return bus * _tree_pattern_factor(model, nnodes, ppn) * 0.5
     if algo in ("nvls", "nvls_tree"):
         if proto != "Simple":
             return 0.0
