@@ -36,7 +36,8 @@ from typing import Any
 
 from topologies.errors import TopologyError
 
-__all__ = ["GPU_PRESETS", "HARDWARE_KEYS", "NCCL_ENV_KEYS", "NIC_PRESETS", "default_link_rates", "hardware_attrs", "preset_help"]
+__all__ = ["GPU_PRESETS", "HARDWARE_KEYS", "NCCL_ENV_KEYS", "NIC_PRESETS", "PRESET_KEYS", "default_link_rates",
+           "hardware_attrs", "preset_help", "without_presets"]
 
 #: gpu= presets. Rates in Gb/s per GPU and direction.
 GPU_PRESETS: dict[str, dict[str, Any]] = {
@@ -65,8 +66,11 @@ NIC_PRESETS: dict[str, dict[str, Any]] = {
 #: NCCL environment parameters (see the module docstring): name -> the NCCL variable it stands for.
 NCCL_ENV_KEYS: dict[str, str] = {"nccl_algo": "NCCL_ALGO", "nccl_proto": "NCCL_PROTO", "nvls": "NCCL_NVLS_ENABLE",
                                  "nccl_max_nchannels": "NCCL_MAX_NCHANNELS"}
-#: Topology parameters this module owns (``topologies.build`` passes them here, not to the builder).
-HARDWARE_KEYS = ("gpu", "nic", *NCCL_ENV_KEYS)
+#: The hardware presets proper: what ``--no-presets`` (the line-rate model) drops.
+PRESET_KEYS = ("gpu", "nic")
+#: Topology parameters this module owns (``topologies.build`` passes them here, not to the builder): the
+#: presets and the run's NCCL environment.
+HARDWARE_KEYS = (*PRESET_KEYS, *NCCL_ENV_KEYS)
 _ON, _OFF = ("1", "on", "true", "yes"), ("0", "off", "false", "no")
 
 
@@ -129,6 +133,20 @@ def hardware_attrs(params: Mapping[str, Any], where: str = "topology") -> dict[s
             out.update(nic_efficiency=float(entry["efficiency"]), net_latency_us=float(entry["net_latency_us"]),
                        protos=list(entry["protos"]) if entry["protos"] else None)
     return out
+
+
+def without_presets(params: Mapping[str, Any]) -> dict[str, Any]:
+    """The parameters without the ``gpu=`` / ``nic=`` presets: the line-rate model of the same run.
+
+    The NCCL environment (``nccl_algo``, ``nccl_proto``, ``nvls``, ``nccl_max_nchannels``) stays: it is what
+    the run exported, not a property of the hardware model.
+
+    Examples
+    --------
+    >>> without_presets({"gpu": "h100", "nic": "tcpxo", "link_gbps": 200, "nccl_proto": "Simple", "nvls": "off"})
+    {'link_gbps': 200, 'nccl_proto': 'Simple', 'nvls': 'off'}
+    """
+    return {k: v for k, v in params.items() if k not in PRESET_KEYS}
 
 
 def default_link_rates(params: Mapping[str, Any]) -> dict[str, float]:

@@ -69,3 +69,27 @@ def test_ring_search_stays_within_the_links_and_uses_nccl_speeds(total_gbs, arch
     assert n * speed <= total_gbs + 1e-6
     # a speed of the array, or one halved by the channel duplication
     assert speed in speeds or 2 * speed in speeds or 3 * speed in speeds or total_gbs < min(speeds)
+
+
+def test_no_presets_keeps_the_runs_nccl_environment():
+    # --no-presets (benchmarks/validate_nccl_tests.py) drops gpu= / nic= only: A3 High's NCCL_ALGO=Ring,
+    # NCCL_PROTO=Simple and NCCL_MAX_NCHANNELS=8 stay, and the fabric runs at line rates
+    import json
+    from pathlib import Path
+
+    from topologies.hardware import HARDWARE_KEYS, NCCL_ENV_KEYS, PRESET_KEYS, without_presets
+
+    assert set(HARDWARE_KEYS) == set(PRESET_KEYS) | set(NCCL_ENV_KEYS)
+    fabrics = json.loads((Path(__file__).resolve().parents[2] / "data" / "nccl_tests" / "fabrics.json").read_text())
+    for name, fab in fabrics.items():
+        if name.startswith("_"):
+            continue
+        bare = without_presets(fab["set"])
+        assert not set(bare) & set(PRESET_KEYS)
+        assert {k: v for k, v in fab["set"].items() if k in NCCL_ENV_KEYS} == {k: v for k, v in bare.items()
+                                                                                 if k in NCCL_ENV_KEYS}
+    bare = without_presets(fabrics["gcp_a3high_1x8_h100.txt"]["set"])
+    model = graph_cost_model(topologies.build("rail_optimized", num_gpus=8, gpus_per_server=8, **bare), 3600, 100)
+    assert model.algos == ("ring",) and model.protos == ("Simple",) and not model.protocol_overhead
+    nch, speed = ring_search_intra(450.0, "hopper")  # the search at the 3600 Gb/s line rate: 16 x 25 GB/s
+    assert model.intra_bw_bytes_per_s == pytest.approx(min(nch, 8) * speed * 1e9) < 450e9
