@@ -92,4 +92,4 @@ def test_no_presets_keeps_the_runs_nccl_environment():
     model = graph_cost_model(topologies.build("rail_optimized", num_gpus=8, gpus_per_server=8, **bare), 3600, 100)
     assert model.algos == ("ring",) and model.protos == ("Simple",) and not model.protocol_overhead
     nch, speed = ring_search_intra(450.0, "hopper")  # the search at the 3600 Gb/s line rate: 16 x 25 GB/s
-    assert model.intra_bw_bytes_per_s == pytest.approx(min(nch, 8) * speed * 1e9) < 450e9
+    assert model.intra_bw_bytes_per_s == pytest.approx(min(nch, 8) * speed * 1e9)
