@@ -19,8 +19,17 @@ NIC presets (``nic=``)
     46-48GB/s per NIC", NVIDIA/nccl-tests#290: 47/50); ``net_latency_us``: the latency the net plugin
     reports to NCCL's tuner (``ncclNetProperties.latency``; NCCL adds it to every inter-node step, twice
     for Simple: ``src/graph/tuning.cc``): 0 for NCCL's own IB/RoCE and socket transports, 75 us for
-    aws-ofi-nccl on EFA (its P5 default); ``protos``: protocols the transport allows (aws-ofi-nccl forces
-    Simple where EFA does not deliver bytes in order).
+    aws-ofi-nccl on EFA (its P5 default, ``platform_data_map`` in ``src/platform-aws.cpp``: a bias that
+    "NCCL's internal tuner choices work better with", not the wire); ``net_phys_latency_us`` /
+    ``net_phys_simple_extra_us``: the physical latency plans pay per network step where it differs from
+    the reported one (EFA: the plugin's own model, ``src/tuner/nccl_ofi_model.cpp`` ``net_lat`` 20 us
+    for an 8 B RDMA write with immediate between two P5s, + ``TUNER_NET_COMP_OVERHEAD`` 3 us for a
+    Simple completion, ``include/nccl_ofi_param.h``; aws-ofi-nccl master of 2026-08); ``protos``:
+    protocols the transport allows (aws-ofi-nccl forces Simple only where the endpoint cannot deliver
+    128-byte aligned writes in order; P5's default RDMA protocol can, so LL and LL128 stay);
+    ``net_tuner``: the net plugin's tuner (``aws-ofi``: its region tuner, which beyond two servers
+    overrides NCCL's choice, ``src/tuner/nccl_ofi_regions.cpp``; on two servers or fewer it falls back
+    to NCCL's own).
 NCCL environment (``nccl_algo=``, ``nccl_proto=``, ``nvls=``, ``nccl_max_nchannels=``)
     What a platform's NCCL profile sets, as a fabric attribute: ``NCCL_ALGO`` / ``NCCL_PROTO`` lists
     (NCCL's syntax, checked by ``sim.planning``), ``NCCL_NVLS_ENABLE`` (``nvls=off``: GCP's TCPX / TCPXO
@@ -56,8 +65,11 @@ NIC_PRESETS: dict[str, dict[str, Any]] = {
            "about": "InfiniBand (ConnectX, GPUDirect RDMA), NCCL's IB transport"},
     "roce": {"efficiency": 0.94, "net_latency_us": 0.0, "protos": None,
              "about": "RoCE v2 (ConnectX), NCCL's IB transport"},
-    "efa": {"efficiency": 0.94, "net_latency_us": 75.0, "protos": ("Simple",),
-            "about": "AWS EFA via aws-ofi-nccl (reports 75 us; Simple only)"},
+    "efa": {"efficiency": 0.94, "net_latency_us": 75.0, "protos": None,
+            "net_phys_latency_us": 20.0, "net_phys_simple_extra_us": 3.0, "net_tuner": "aws-ofi",
+            "about": "AWS EFA on P5/P5e via aws-ofi-nccl (RDMA protocol: LL, LL128, Simple; reports 75 us to "
+                     "NCCL's tuner, pays 20 us per network step, +3 us for Simple; the plugin's region tuner "
+                     "beyond two servers)"},
     "tcpxo": {"efficiency": 0.94, "net_latency_us": 0.0, "protos": ("Simple",),
               "about": "GCP GPUDirect-TCPXO (plugin reports no latency; Simple only)"},
     "socket": {"efficiency": 0.94, "net_latency_us": 0.0, "protos": None,
@@ -132,6 +144,11 @@ def hardware_attrs(params: Mapping[str, Any], where: str = "topology") -> dict[s
         else:
             out.update(nic_efficiency=float(entry["efficiency"]), net_latency_us=float(entry["net_latency_us"]),
                        protos=list(entry["protos"]) if entry["protos"] else None)
+            for extra in ("net_phys_latency_us", "net_phys_simple_extra_us"):
+                if extra in entry:
+                    out[extra] = float(entry[extra])
+            if entry.get("net_tuner"):
+                out["net_tuner"] = str(entry["net_tuner"])
     return out
 
 

@@ -282,17 +282,22 @@ def algo_bandwidth_bytes_per_s(op: str, algo: str, proto: str, nranks: int, nnod
     raise SimError(f"algorithm {algo!r} has no NCCL bandwidth model (ring, tree, nvls, nvls_tree, pat)")
 
 
-def _inter_latency_us(algo: str, p: int, nranks: int, nnodes: int, model: CostModel) -> float:
+def _inter_latency_us(algo: str, p: int, nranks: int, nnodes: int, model: CostModel,
+                      physical: bool = False) -> float:
     # with one GPU per node the latencies are fully exposed: NCCL charges the tree's network latency;
-    # then the net plugin's reported latency, once more for Simple's flush (tuning.cc 2.23)
+    # then the net plugin's reported latency, once more for Simple's flush (tuning.cc 2.23), or, for a
+    # plan, the transport's physical latency (CostModel.net_step_latency_us)
     one_ppn = nnodes > 1 and nranks == nnodes
     inter = HW_LAT_US["net"]["tree" if one_ppn else algo][p]
-    return inter + model.net_latency_us * (2.0 if PROTOS[p] == "Simple" else 1.0)
+    return inter + model.net_step_latency_us(PROTOS[p], physical)
 
 
 def algo_latency_s(op: str, algo: str, proto: str, nranks: int, nnodes: int,
-                   model: CostModel | None = None) -> float:
+                   model: CostModel | None = None, physical: bool = False) -> float:
     """NCCL's latency of one collective (seconds): base + per-step hardware latencies.
+
+    ``physical=True`` gives the latency a plan pays: the network steps add the transport's physical
+    latency instead of the one the net plugin reports to NCCL's tuner (they differ on EFA).
 
     Ring: ``base + (nsteps − nInter)·intra + nInter·inter`` (intra raised to the network overhead on
     multi-node rings); Broadcast/Reduce: ``base + nsteps·lat`` with the tree's Simple latency (NCCL's
@@ -314,7 +319,7 @@ def algo_latency_s(op: str, algo: str, proto: str, nranks: int, nnodes: int,
         raise SimError(f"algorithm {algo!r} has no NCCL latency model ({', '.join(BASE_LAT_US)})")
     base = BASE_LAT_US[algo][p]
     intra = HW_LAT_US["nvlink"][algo][p]
-    inter = _inter_latency_us(algo, p, nranks, nnodes, model)
+    inter = _inter_latency_us(algo, p, nranks, nnodes, model, physical)
     log2_nodes = int(math.floor(math.log2(nnodes))) if nnodes >= 1 else 0
     if algo == "ring":
         nsteps, ninter = _nccl_steps(op, nranks, nnodes)
@@ -449,7 +454,7 @@ def ring_step_latency_s(op: str, proto: str, nranks: int, nnodes: int, nbytes: f
         return 0.0, 0.0
     base = BASE_LAT_US["ring"][p] * 1e-6
     size = nccl_nbytes(op, nbytes, nranks)
-    total = algo_latency_s(op, "ring", proto, nranks, nnodes, model)
+    total = algo_latency_s(op, "ring", proto, nranks, nnodes, model, physical=True)
     total *= _plateau(op, "ring", proto, size, nranks, nnodes, model)
     steps = 2 * (nranks - 1) if op == "AllReduce" else nranks - 1
     return base, max(total - base, 0.0) / steps
@@ -481,16 +486,21 @@ def wire_factor(proto: str, inter_node: bool, model: CostModel | None = None, al
     return WIRE_BYTES_PER_PAYLOAD[PROTOS[p]] / eff
 
 
-def tree_hop_latency_s(proto: str, inter_node: bool) -> float:
-    """Per-hop latency of a tree plan (seconds): NCCL's tree latency per NVLink or network hop.
+def tree_hop_latency_s(proto: str, inter_node: bool, model: CostModel | None = None) -> float:
+    """Per-hop latency of a tree plan (seconds): NCCL's tree latency per NVLink or network hop; a network
+    hop also pays the transport's physical latency (``model.net_step_latency_us(proto, physical=True)``).
 
     Examples
     --------
     >>> round(tree_hop_latency_s("LL", True) * 1e6, 2)
     5.0
+    >>> efa = CostModel(net_latency_us=75.0, net_phys_latency_us=20.0, net_phys_simple_extra_us=3.0)
+    >>> round(tree_hop_latency_s("LL", True, efa) * 1e6, 2), round(tree_hop_latency_s("Simple", True, efa) * 1e6, 2)
+    (25.0, 37.0)
     """
     p = _check_proto(proto)
-    return HW_LAT_US["net" if inter_node else "nvlink"]["tree"][p] * 1e-6
+    extra = (model or DEFAULT_MODEL).net_step_latency_us(proto, physical=True) if inter_node else 0.0
+    return (HW_LAT_US["net" if inter_node else "nvlink"]["tree"][p] + extra) * 1e-6
 
 
 def tree_base_latency_s(proto: str) -> float:

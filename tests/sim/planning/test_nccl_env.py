@@ -3,6 +3,7 @@ ring channels of NCCL's topology search (sim.planning.machine)."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -93,3 +94,26 @@ def test_no_presets_keeps_the_runs_nccl_environment():
     assert model.algos == ("ring",) and model.protos == ("Simple",) and not model.protocol_overhead
     nch, speed = ring_search_intra(450.0, "hopper")  # the search at the 3600 Gb/s line rate: 16 x 25 GB/s
     assert model.intra_bw_bytes_per_s == pytest.approx(min(nch, 8) * speed * 1e9)
+
+
+def test_efa_tuner_sees_the_reported_latency_and_plans_pay_the_physical_one():
+    # aws-ofi-nccl on 2 x P5: NCCL's tuner adds the reported 75 us per network step (twice for Simple),
+    # plans pay the plugin's own 20 us (+3 us Simple). Small AllReduce: NCCL picks tree/LL (175.2 us
+    # predicted), whose plan's critical path is 6.8 + 2 (7 x 0.6 + 5 + 20) = 65.2 us.
+    from sim.planning import tuning
+
+    g = topologies.build("rail_optimized", num_gpus=16, gpus_per_server=8, gpu="h100", nic="efa", link_gbps=400)
+    model = graph_machine(g, range(16))[1]
+    assert tuning.algo_latency_s("AllReduce", "tree", "LL", 16, 2, model) == pytest.approx(175.2e-6)
+    assert tuning.algo_latency_s("AllReduce", "tree", "LL", 16, 2, model, physical=True) == pytest.approx(65.2e-6)
+    plan = plan_collective("AllReduce", 8, range(16), graph=g)
+    assert (plan.algo, plan.proto) == ("tree", "LL")
+    # an infinitely fast network: the critical path is the plan's latencies alone
+    finish = np.zeros(len(plan))
+    for i in range(len(plan)):
+        deps = plan.dep_idx[plan.dep_ptr[i]:plan.dep_ptr[i + 1]]
+        finish[i] = (finish[deps].max() if len(deps) else 0.0) + plan.delay_s[i]
+    assert finish.max() == pytest.approx(65.2e-6)
+    # a ring plan pays the physical latency too: its steps total NCCL's formula with 20 us per network step
+    base, step = tuning.ring_step_latency_s("AllReduce", "LL", 16, 2, 8, model)
+    assert base + 30 * step == pytest.approx((6.6 + 28 * 1.0 + 2 * (2.7 + 20.0)) * 1e-6)
