@@ -19,6 +19,7 @@ from sim.planning.nccl_tables import (
     NVLS_MIN_LOCAL_GPUS,
     PROTOS,
 )
+from sim.planning.net_tuner import NET_TUNERS
 
 __all__ = ["CostModel", "DEFAULT_MODEL", "enabled_algos", "nccl_nbytes", "parse_nccl_list", "supported_algos"]
 
@@ -62,6 +63,9 @@ class CostModel:
     net_phys_simple_extra_us : float
         Extra physical latency of a Simple inter-node step (a completion handed to the host; aws-ofi-nccl's
         ``TUNER_NET_COMP_OVERHEAD``), used with ``net_phys_latency_us``.
+    net_tuner : str, optional
+        The net plugin's tuner that chooses before NCCL's (:mod:`sim.planning.net_tuner`): ``"aws-ofi"``
+        (aws-ofi-nccl's region tuner on P5), or ``None``.
     algos, protos : tuple of str, optional
         The algorithms / protocols the tuner may pick (``NCCL_ALGO`` / ``NCCL_PROTO``); ``None`` allows
         all. See :func:`parse_nccl_list`.
@@ -94,6 +98,7 @@ class CostModel:
     nvls: bool = False
     net_phys_latency_us: float | None = None
     net_phys_simple_extra_us: float = 0.0
+    net_tuner: str | None = None
 
     def __post_init__(self) -> None:
         if not (self.intra_bw_bytes_per_s > 0 and self.inter_bw_bytes_per_s > 0):
@@ -112,6 +117,8 @@ class CostModel:
         for name in ("net_latency_us", "net_phys_simple_extra_us"):
             if not getattr(self, name) >= 0:
                 raise SimError(f"cost model: {name} {getattr(self, name)} must be >= 0")
+        if self.net_tuner is not None and self.net_tuner not in NET_TUNERS:
+            raise SimError(f"cost model: net_tuner {self.net_tuner!r} is not one of: {', '.join(NET_TUNERS)}")
         if self.net_phys_latency_us is not None and not self.net_phys_latency_us >= 0:
             raise SimError(f"cost model: net_phys_latency_us {self.net_phys_latency_us} must be >= 0")
         for name, allowed, known in (("algos", self.algos, ALGOS), ("protos", self.protos, PROTOS)):

@@ -73,6 +73,7 @@ from sim.planning.nccl_tables import (
     TREE_PATTERN_FACTOR,
     WIRE_BYTES_PER_PAYLOAD,
 )
+from sim.planning.net_tuner import net_tuner_choice
 
 __all__ = [
     "ALGOS",
@@ -387,7 +388,8 @@ def choose_algorithm(op: str, nbytes: float, nranks: int, nnodes: int, algo: str
     """(algorithm, protocol) NCCL would use for this op and size.
 
     ``algo="auto"`` tries every algorithm NCCL enables here (:func:`enabled_algos`: the op's, on this
-    machine, after ``NCCL_ALGO``); a named algorithm that is not enabled falls back to ``auto``, as NCCL
+    machine, after ``NCCL_ALGO``), unless the net plugin's tuner (``model.net_tuner``,
+    :mod:`sim.planning.net_tuner`) picks an enabled combination first; a named algorithm that is not enabled falls back to ``auto``, as NCCL
     ignores an ``NCCL_ALGO`` it cannot run. ``proto=None`` picks the fastest protocol. Direct ops
     (AllToAll, Send/Recv, Gather/Scatter) use LL up to 16 KiB, else Simple (NCCL's p2p rule).
 
@@ -420,6 +422,10 @@ def choose_algorithm(op: str, nbytes: float, nranks: int, nnodes: int, algo: str
     enabled = enabled_algos(op, nranks, nnodes, model)
     candidates = (algo,) if algo in enabled else enabled
     protos = (proto,) if proto is not None else allowed_protos
+    plugin = net_tuner_choice(model.net_tuner, op, nbytes, nranks, nnodes)
+    if plugin is not None and plugin[0] in candidates and plugin[1] in protos:
+        # the net plugin's tuner fills NCCL's cost table first; it applies where NCCL enables its choice
+        return plugin
     best: tuple[float, str, str] | None = None
     for a in candidates:
         for p in protos:

@@ -12,6 +12,7 @@ import topologies
 from sim.planning.collectives import plan_collective
 from sim.planning.machine import graph_cost_model, graph_machine, ring_search_intra
 from sim.planning.nccl_tables import RING_SEARCH_MAX_CHANNELS, SM90_SPEED_ARRAY_INTRA, SPEED_ARRAY_INTRA
+from sim.errors import SimError
 from topologies.errors import TopologyError
 
 
@@ -117,3 +118,29 @@ def test_efa_tuner_sees_the_reported_latency_and_plans_pay_the_physical_one():
     # a ring plan pays the physical latency too: its steps total NCCL's formula with 20 us per network step
     base, step = tuning.ring_step_latency_s("AllReduce", "LL", 16, 2, 8, model)
     assert base + 30 * step == pytest.approx((6.6 + 28 * 1.0 + 2 * (2.7 + 20.0)) * 1e-6)
+
+
+def test_aws_ofi_region_tuner_beyond_two_p5_servers():
+    # aws-ofi-nccl's P5 regions (src/tuner/nccl_ofi_regions.cpp): on 4 x 8 ranks tree/LL128 to 36 MiB,
+    # ring/LL128 to ~1.5 GiB, ring/Simple beyond; on two servers NCCL's own tuner decides
+    from sim.planning import net_tuner, tuning
+
+    assert net_tuner.aws_ofi_region_choice("AllReduce", 1 << 30, 16, 2) is None
+    assert net_tuner.aws_ofi_region_choice("AllGather", 1 << 20, 32, 4) is None  # only AllReduce carried
+    assert net_tuner.aws_ofi_region_choice("AllReduce", 1 << 20, 12, 4) is None  # 3 GPUs per server
+    want = {1: ("tree", "LL128"), 32: ("tree", "LL128"), 64: ("ring", "LL128"), 1024: ("ring", "LL128"),
+            4096: ("ring", "Simple")}
+    g = topologies.build("rail_optimized", num_gpus=32, gpus_per_server=8, gpu="h100", nic="efa", link_gbps=400)
+    model = graph_machine(g, range(32))[1]
+    assert model.net_tuner == "aws-ofi"
+    for mib, choice in want.items():
+        assert net_tuner.aws_ofi_region_choice("AllReduce", mib << 20, 32, 4) == choice
+        assert tuning.choose_algorithm("AllReduce", mib << 20, 32, 4, model=model) == choice
+    # a region edge counts as inside: 36 MiB at 32 ranks is the tree's vertex
+    assert net_tuner.aws_ofi_region_choice("AllReduce", 37748736, 32, 4) == ("tree", "LL128")
+    # NCCL_PROTO without LL128 leaves the region's choice out of NCCL's table: NCCL's tuner decides
+    simple = graph_machine(topologies.build("rail_optimized", num_gpus=32, gpus_per_server=8, gpu="h100",
+                                            nic="efa", link_gbps=400, nccl_proto="Simple"), range(32))[1]
+    assert tuning.choose_algorithm("AllReduce", 1 << 20, 32, 4, model=simple)[1] == "Simple"
+    with pytest.raises(SimError, match="net_tuner"):
+        tuning.CostModel(net_tuner="nccl-rccl")
