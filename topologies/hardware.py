@@ -81,8 +81,10 @@ NCCL_ENV_KEYS: dict[str, str] = {"nccl_algo": "NCCL_ALGO", "nccl_proto": "NCCL_P
 #: The hardware presets proper: what ``--no-presets`` (the line-rate model) drops.
 PRESET_KEYS = ("gpu", "nic")
 #: Topology parameters this module owns (``topologies.build`` passes them here, not to the builder): the
-#: presets and the run's NCCL environment.
-HARDWARE_KEYS = (*PRESET_KEYS, *NCCL_ENV_KEYS)
+#: presets, the run's NCCL environment and ``nics_per_gpu`` (how many NICs NCCL sees per GPU when the
+#: fabric models them as one link at their sum: 16 x 200G on 8 GPUs is 2; it sets the channel count of
+#: NCCL's search across servers, ``sim.planning.tuning.net_graph_channels``).
+HARDWARE_KEYS = (*PRESET_KEYS, *NCCL_ENV_KEYS, "nics_per_gpu")
 _ON, _OFF = ("1", "on", "true", "yes"), ("0", "off", "false", "no")
 
 
@@ -108,6 +110,12 @@ def _nccl_env(params: Mapping[str, Any], where: str) -> dict[str, Any]:
             raise TopologyError(f"{where}: parameter 'nccl_max_nchannels' must be an integer in 1 .. 64 "
                                 f"(NCCL_MAX_NCHANNELS); got {value!r}")
         out["nccl_max_nchannels"] = int(value)
+    value = params.get("nics_per_gpu")
+    if value is not None:
+        if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value) or not 1 <= value <= 8:
+            raise TopologyError(f"{where}: parameter 'nics_per_gpu' must be an integer in 1 .. 8 (NICs NCCL sees "
+                                f"per GPU); got {value!r}")
+        out["nics_per_gpu"] = int(value)
     return out
 
 
@@ -181,6 +189,6 @@ def preset_help() -> str:
              "nic=  " + "; ".join(f"{k}: {v['about']}" for k, v in NIC_PRESETS.items()),
              "NCCL environment  nccl_algo= (NCCL_ALGO), nccl_proto= (NCCL_PROTO), nvls=on|off (NCCL_NVLS_ENABLE), "
              "nccl_max_nchannels= (NCCL_MAX_NCHANNELS: ring channels at the per-channel bandwidth of NCCL's "
-             "topology search)",
+             "topology search); nics_per_gpu= (NICs NCCL sees per GPU, each at link_gbps / nics_per_gpu)",
              "Without presets links run at line rate with NCCL's H100 latencies (no protocol efficiency)."]
     return "\n\n".join(lines)

@@ -63,6 +63,9 @@ class CostModel:
     net_phys_simple_extra_us : float
         Extra physical latency of a Simple inter-node step (a completion handed to the host; aws-ofi-nccl's
         ``TUNER_NET_COMP_OVERHEAD``), used with ``net_phys_latency_us``.
+    nics_per_gpu : int
+        NICs NCCL's topology search sees per GPU, each at ``inter_bw_bytes_per_s / nics_per_gpu`` (a
+        fabric models them as one link); sets the search's channels across servers.
     net_tuner : str, optional
         The net plugin's tuner that chooses before NCCL's (:mod:`sim.planning.net_tuner`): ``"aws-ofi"``
         (aws-ofi-nccl's region tuner on P5), or ``None``.
@@ -99,6 +102,7 @@ class CostModel:
     net_phys_latency_us: float | None = None
     net_phys_simple_extra_us: float = 0.0
     net_tuner: str | None = None
+    nics_per_gpu: int = 1
 
     def __post_init__(self) -> None:
         if not (self.intra_bw_bytes_per_s > 0 and self.inter_bw_bytes_per_s > 0):
@@ -117,6 +121,8 @@ class CostModel:
         for name in ("net_latency_us", "net_phys_simple_extra_us"):
             if not getattr(self, name) >= 0:
                 raise SimError(f"cost model: {name} {getattr(self, name)} must be >= 0")
+        if isinstance(self.nics_per_gpu, bool) or not isinstance(self.nics_per_gpu, int) or self.nics_per_gpu < 1:
+            raise SimError(f"cost model: nics_per_gpu {self.nics_per_gpu!r} must be an int >= 1")
         if self.net_tuner is not None and self.net_tuner not in NET_TUNERS:
             raise SimError(f"cost model: net_tuner {self.net_tuner!r} is not one of: {', '.join(NET_TUNERS)}")
         if self.net_phys_latency_us is not None and not self.net_phys_latency_us >= 0:

@@ -136,10 +136,10 @@ def _nccl_steps(op: str, nranks: int, nnodes: int) -> tuple[int, int]:
 def net_graph_channels(model: CostModel, ppn: float) -> tuple[int, float]:
     """(channels, GB/s per channel) of the ring / tree graph NCCL's search finds across servers.
 
-    ``search.cc`` (v2.23.4-1) with one NIC per GPU, as collsim's fabrics have: a channel enters and leaves
-    the server through one NIC, so the search tries the speeds of ``speedArrayInter``
-    (``sm90SpeedArrayInter`` on Hopper and later) from the fastest, and the first that the NIC's line rate
-    holds gives one channel per NIC (``ppn`` channels, at most ``MAXCHANNELS / 2`` = 16; the tree graph
+    ``search.cc`` (v2.23.4-1) with ``model.nics_per_gpu`` NICs per GPU: a channel enters and leaves the
+    server through one NIC, so the search tries the speeds of ``speedArrayInter``
+    (``sm90SpeedArrayInter`` on Hopper and later) from the fastest, and the first that one NIC's line rate
+    holds gives one channel per NIC (``ppn x nics_per_gpu``, at most ``MAXCHANNELS / 2`` = 16; the tree graph
     takes the ring's channel count, ``init.cc``); ``ncclTopoDupChannels`` then doubles the channels and
     halves the speed when the speed is at least 25 GB/s, except on sm90 below 50 GB/s with more than 4
     channels. These are the *search* channels, which scale NCCL's per-channel caps in ``tuning.cc``; NCCL
@@ -158,11 +158,11 @@ def net_graph_channels(model: CostModel, ppn: float) -> tuple[int, float]:
     >>> net_graph_channels(CostModel(), 1)
     (2, 24.0)
     """
-    line_gbs = model.inter_bw_bytes_per_s / model.nic_efficiency / 1e9
+    line_gbs = model.inter_bw_bytes_per_s / model.nic_efficiency / 1e9 / model.nics_per_gpu  # one NIC's
     sm90 = model.arch == "hopper"  # collsim's "hopper" row also stands for Blackwell (compute capability >= 90)
     speeds = SM90_SPEED_ARRAY_INTER if sm90 else SPEED_ARRAY_INTER
     speed = next((s for s in speeds if s <= line_gbs + 1e-9), speeds[-1])
-    n = max(1, min(RING_SEARCH_MAX_CHANNELS, int(round(ppn))))
+    n = max(1, min(RING_SEARCH_MAX_CHANNELS, int(round(ppn * model.nics_per_gpu))))
     if speed >= 25.0 and not (sm90 and speed < 50.0 and n > 4):
         dup = min(2 * n, RING_SEARCH_MAX_CHANNELS)
         speed /= -(-dup // n)
@@ -178,8 +178,8 @@ def _graph_channels(model: CostModel, nnodes: int, ppn: float) -> int:
 
 def _tree_pattern_factor(model: CostModel, nnodes: int, ppn: float) -> float:
     # NCCL's tree graph is NCCL_TOPO_PATTERN_TREE (x 0.85 in tuning.cc) with one GPU per node (search.cc
-    # forces it) and, on sm90+, when the balanced tree finds no path: with one NIC per GPU the second GPU
-    # of a balanced tree has no PIX path to the first one's NIC, and the search tries the simpler tree
+    # forces it) and, on sm90+, when the balanced tree finds no path: when each NIC sits beside one GPU (as
+    # in collsim's fabrics) the second GPU of a balanced tree has no PIX path to it, and the search tries the simpler tree
     # before it relaxes the path type (search.cc, "Try a simpler tree"). Ampere keeps the balanced tree.
     if nnodes <= 1:
         return 1.0

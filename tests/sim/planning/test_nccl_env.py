@@ -81,7 +81,7 @@ def test_no_presets_keeps_the_runs_nccl_environment():
 
     from topologies.hardware import HARDWARE_KEYS, NCCL_ENV_KEYS, PRESET_KEYS, without_presets
 
-    assert set(HARDWARE_KEYS) == set(PRESET_KEYS) | set(NCCL_ENV_KEYS)
+    assert set(HARDWARE_KEYS) == set(PRESET_KEYS) | set(NCCL_ENV_KEYS) | {"nics_per_gpu"}
     fabrics = json.loads((Path(__file__).resolve().parents[2] / "data" / "nccl_tests" / "fabrics.json").read_text())
     for name, fab in fabrics.items():
         if name.startswith("_"):
@@ -144,3 +144,23 @@ def test_aws_ofi_region_tuner_beyond_two_p5_servers():
     assert tuning.choose_algorithm("AllReduce", 1 << 20, 32, 4, model=simple)[1] == "Simple"
     with pytest.raises(SimError, match="net_tuner"):
         tuning.CostModel(net_tuner="nccl-rccl")
+
+
+def test_nics_per_gpu_sets_the_search_channels():
+    # OCI BM.GPU4.8 (16 x 100G on 8 A100s, fabrics.json): NCCL's search sees 16 NICs of 12.5 GB/s, so 16
+    # channels of 12 GB/s scale Ampere's 23.6 GB/s tree cap (2 nodes) to 377.6: the tree's 0.92 x 240
+    # (NVLink-bound) stands and beats the ring at 10 GiB, as the measured 222.9 GB/s busbw (above the
+    # ring's 8 x 23.5) shows. Seen as 8 NICs of 200G, the cap 8 x 23.6 would hand it to the ring.
+    from sim.planning import tuning
+
+    def model(**kw):
+        g = topologies.build("rail_optimized", num_gpus=16, gpus_per_server=8, gpu="a100", nic="roce",
+                             link_gbps=200, **kw)
+        return graph_machine(g, range(16))[1]
+
+    two = model(nics_per_gpu=2)
+    assert tuning.net_graph_channels(two, 8) == (16, 12.0)
+    assert tuning.choose_algorithm("AllReduce", 10 << 30, 16, 2, model=two) == ("tree", "Simple")
+    assert tuning.choose_algorithm("AllReduce", 10 << 30, 16, 2, model=model()) == ("ring", "Simple")
+    with pytest.raises(TopologyError, match="'nics_per_gpu' must be an integer in 1 .. 8"):
+        model(nics_per_gpu=0)
