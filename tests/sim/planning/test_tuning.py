@@ -115,12 +115,12 @@ def test_auto_choice_single_node_small_is_ring_ll():
 
 def test_two_nodes_large_allreduce_tree_when_the_nics_are_slower_than_half_nvlink():
     # performance.md (A3 Mega, 8 x 200G per node): at 2 nodes the tree moves ~S per node; NCCL lets its
-    # intra speed reach 2x the NICs. 1 GiB on 2 x 8, 25 GB/s per GPU: tree Simple 1 GiB / (368/2 GB/s)
-    # = 5.8 ms vs ring 1 GiB / (200·16/30 GB/s) = 10.1 ms.
+    # intra speed reach 2x the NICs. 1 GiB on 2 x 8, 25 GB/s per GPU: tree Simple 1 GiB / (331.2 x 0.85/2 GB/s)
+    # = 7.6 ms vs ring 1 GiB / (200·16/30 GB/s) = 10.1 ms.
     a3mega = tuning.CostModel(inter_bw_bytes_per_s=25e9)
     assert tuning.choose_algorithm("AllReduce", 2**30, 16, 2, model=a3mega) == ("tree", "Simple")
     # with one 400G NIC per GPU the ring's 8 NICs (400 GB/s) beat the NVLink-bound tree, as in NCCL's model:
-    # ring 1 GiB / (400·16/30) = 5.03 ms + 0.21 ms vs tree 1 GiB / (414/2) = 5.19 ms + 0.45 ms
+    # ring 1 GiB / (400·16/30) = 5.03 ms + 0.21 ms vs tree 1 GiB / (331.2 x 0.85/2) = 7.6 ms + 0.45 ms
     assert tuning.choose_algorithm("AllReduce", 2**30, 16, 2) == ("ring", "Simple")
 
 
