@@ -64,16 +64,13 @@ from sim.planning.nccl_tables import (
     PAT_LOG_LAT_DIVISOR,
     PROTOS,
     RING_LL128_MAX_PER_CH,
-    RING_SEARCH_MAX_CHANNELS,
-    SM90_SPEED_ARRAY_INTER,
-    SPEED_ARRAY_INTER,
     TREE_CORRECTION,
     TREE_LL128_MAX_PER_CH,
     TREE_MAX_PER_CH,
-    TREE_PATTERN_FACTOR,
-    WIRE_BYTES_PER_PAYLOAD,
 )
 from sim.planning.net_tuner import net_tuner_choice
+from sim.planning.plan_latency import p2p_latency_s, tree_base_latency_s, tree_hop_latency_s, wire_factor
+from sim.planning.search_channels import graph_channels, net_graph_channels, tree_pattern_factor
 
 __all__ = [
     "ALGOS",
@@ -131,59 +128,6 @@ def _nccl_steps(op: str, nranks: int, nnodes: int) -> tuple[int, int]:
     if op in ("AllGather", "ReduceScatter"):
         return nranks - 1, nnodes - 1
     return nranks, nnodes
-
-
-def net_graph_channels(model: CostModel, ppn: float) -> tuple[int, float]:
-    """(channels, GB/s per channel) of the ring / tree graph NCCL's search finds across servers.
-
-    ``search.cc`` (v2.23.4-1) with ``model.nics_per_gpu`` NICs per GPU: a channel enters and leaves the
-    server through one NIC, so the search tries the speeds of ``speedArrayInter``
-    (``sm90SpeedArrayInter`` on Hopper and later) from the fastest, and the first that one NIC's line rate
-    holds gives one channel per NIC (``ppn x nics_per_gpu``, at most ``MAXCHANNELS / 2`` = 16; the tree graph
-    takes the ring's channel count, ``init.cc``); ``ncclTopoDupChannels`` then doubles the channels and
-    halves the speed when the speed is at least 25 GB/s, except on sm90 below 50 GB/s with more than 4
-    channels. These are the *search* channels, which scale NCCL's per-channel caps in ``tuning.cc``; NCCL
-    runs twice as many (one copy per tree, ``connect.cc``), and NVIDIA/nccl#1041 confirms 8 search
-    channels on 8 x H100 with 8 NICs.
-
-    Examples
-    --------
-    8 H100s with one 400 Gb/s NIC each (50 GB/s line rate): 8 channels of 48 GB/s, not duplicated.
-
-    >>> net_graph_channels(CostModel(), 8)
-    (8, 48.0)
-
-    One GPU per server: the single 48 GB/s channel is duplicated into two of 24.
-
-    >>> net_graph_channels(CostModel(), 1)
-    (2, 24.0)
-    """
-    line_gbs = model.inter_bw_bytes_per_s / model.nic_efficiency / 1e9 / model.nics_per_gpu  # one NIC's
-    sm90 = model.arch == "hopper"  # collsim's "hopper" row also stands for Blackwell (compute capability >= 90)
-    speeds = SM90_SPEED_ARRAY_INTER if sm90 else SPEED_ARRAY_INTER
-    speed = next((s for s in speeds if s <= line_gbs + 1e-9), speeds[-1])
-    n = max(1, min(RING_SEARCH_MAX_CHANNELS, int(round(ppn * model.nics_per_gpu))))
-    if speed >= 25.0 and not (sm90 and speed < 50.0 and n > 4):
-        dup = min(2 * n, RING_SEARCH_MAX_CHANNELS)
-        speed /= -(-dup // n)
-        n = dup
-    return n, float(speed)
-
-
-def _graph_channels(model: CostModel, nnodes: int, ppn: float) -> int:
-    # the channel count that scales NCCL's per-channel caps: the search's (net_graph_channels) across
-    # servers; inside one server the caps do not bind at NVLink rates, so the model's count stays
-    return model.nchannels if nnodes <= 1 else net_graph_channels(model, ppn)[0]
-
-
-def _tree_pattern_factor(model: CostModel, nnodes: int, ppn: float) -> float:
-    # NCCL's tree graph is NCCL_TOPO_PATTERN_TREE (x 0.85 in tuning.cc) with one GPU per node (search.cc
-    # forces it) and, on sm90+, when the balanced tree finds no path: when each NIC sits beside one GPU (as
-    # in collsim's fabrics) the second GPU of a balanced tree has no PIX path to it, and the search tries the simpler tree
-    # before it relaxes the path type (search.cc, "Try a simpler tree"). Ampere keeps the balanced tree.
-    if nnodes <= 1:
-        return 1.0
-    return TREE_PATTERN_FACTOR if (ppn <= 1 or model.arch == "hopper") else 1.0
 
 
 def _ring_busbw(model: CostModel, nnodes: int, ppn: float) -> float:
@@ -251,7 +195,7 @@ def algo_bandwidth_bytes_per_s(op: str, algo: str, proto: str, nranks: int, nnod
         return 0.0
     ni = _node_index(nnodes)
     ppn = nranks / max(nnodes, 1)
-    nch = _graph_channels(model, nnodes, ppn)
+    nch = graph_channels(model, nnodes, ppn)
     arch = model.arch
     ll_max = (LL_MAX_SINGLE[arch] if ni == 0 else LL_MAX_BW[model.cpu][ni - 1]) * 1e9
     if algo == "ring":
@@ -270,7 +214,7 @@ def algo_bandwidth_bytes_per_s(op: str, algo: str, proto: str, nranks: int, nnod
             bus = min(bus / 3.8, ll_max)
         elif p == 1:
             bus = min(bus * (7 / 9 if nnodes <= 1 else 120 / 128), nch * TREE_LL128_MAX_PER_CH[arch][ni] * 1e9)
-        return bus * _tree_pattern_factor(model, nnodes, ppn) * 0.5
+        return bus * tree_pattern_factor(model, nnodes, ppn) * 0.5
     if algo in ("nvls", "nvls_tree"):
         if proto != "Simple":
             return 0.0
@@ -464,67 +408,3 @@ def ring_step_latency_s(op: str, proto: str, nranks: int, nnodes: int, nbytes: f
     total *= _plateau(op, "ring", proto, size, nranks, nnodes, model)
     steps = 2 * (nranks - 1) if op == "AllReduce" else nranks - 1
     return base, max(total - base, 0.0) / steps
-
-
-def wire_factor(proto: str, inter_node: bool, model: CostModel | None = None, algo: str = "ring") -> float:
-    """Wire bytes per payload byte of a transfer: the protocol's lines and the link's efficiency.
-
-    1 unless ``model.protocol_overhead``; then LL 16/8, LL128 128/120, Simple 1, divided by the NVLink
-    or NIC efficiency, and for NVLS / NVLSTree by NCCL's 5/6 (its NVLS bandwidth ratio: the
-    multimem reductions and multicasts reach 5/6 of the bandwidth NCCL's search gives the NVLS graph).
-
-    Examples
-    --------
-    >>> wire_factor("LL", True)
-    1.0
-    >>> wire_factor("LL", True, CostModel(protocol_overhead=True, nic_efficiency=0.5))
-    4.0
-    >>> wire_factor("Simple", False, CostModel(protocol_overhead=True), algo="nvls")
-    1.2
-    """
-    p = _check_proto(proto)
-    model = model or DEFAULT_MODEL
-    if not model.protocol_overhead:
-        return 1.0
-    eff = model.nic_efficiency if inter_node else model.nvlink_efficiency
-    if algo in ("nvls", "nvls_tree"):
-        eff *= NVLS_ALGBW_RATIO
-    return WIRE_BYTES_PER_PAYLOAD[PROTOS[p]] / eff
-
-
-def tree_hop_latency_s(proto: str, inter_node: bool, model: CostModel | None = None) -> float:
-    """Per-hop latency of a tree plan (seconds): NCCL's tree latency per NVLink or network hop; a network
-    hop also pays the transport's physical latency (``model.net_step_latency_us(proto, physical=True)``).
-
-    Examples
-    --------
-    >>> round(tree_hop_latency_s("LL", True) * 1e6, 2)
-    5.0
-    >>> efa = CostModel(net_latency_us=75.0, net_phys_latency_us=20.0, net_phys_simple_extra_us=3.0)
-    >>> round(tree_hop_latency_s("LL", True, efa) * 1e6, 2), round(tree_hop_latency_s("Simple", True, efa) * 1e6, 2)
-    (25.0, 37.0)
-    """
-    p = _check_proto(proto)
-    extra = (model or DEFAULT_MODEL).net_step_latency_us(proto, physical=True) if inter_node else 0.0
-    return (HW_LAT_US["net" if inter_node else "nvlink"]["tree"][p] + extra) * 1e-6
-
-
-def tree_base_latency_s(proto: str) -> float:
-    """Base (launch) latency of a tree collective (seconds)."""
-    return BASE_LAT_US["tree"][_check_proto(proto)] * 1e-6
-
-
-def p2p_latency_s(proto: str = "Simple", inter_node: bool = True) -> float:
-    """Software latency of one direct transfer (Send/Recv, all-to-all pair): one ring base + one step.
-
-    NCCL has no published p2p model; this charges what one ring step costs: the ring's base latency
-    plus one hardware step on the link type. Defaults: Simple over the network, 8.4 + 14 µs.
-
-    Examples
-    --------
-    >>> round(p2p_latency_s() * 1e6, 1)
-    22.4
-    """
-    p = _check_proto(proto)
-    return (BASE_LAT_US["ring"][p] + HW_LAT_US["net" if inter_node else "nvlink"]["ring"][p]) * 1e-6
-

@@ -9,10 +9,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import topologies
+from sim.errors import SimError
 from sim.planning.collectives import plan_collective
 from sim.planning.machine import graph_cost_model, graph_machine, ring_search_intra
 from sim.planning.nccl_tables import RING_SEARCH_MAX_CHANNELS, SM90_SPEED_ARRAY_INTRA, SPEED_ARRAY_INTRA
-from sim.errors import SimError
 from topologies.errors import TopologyError
 
 

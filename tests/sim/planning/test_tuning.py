@@ -247,7 +247,7 @@ _CORR = {"LL": tuning.TREE_CORRECTION["LL"], "LL128": tuning.TREE_CORRECTION["LL
 
 
 def _nccl_choice(nodes: int, size: int, ring_gbs: float) -> tuple[str, str]:
-    n, ppn, nch = 8 * nodes, 8, 8
+    n, nch = 8 * nodes, 8  # 8 GPUs per server
     lg = int(math.floor(math.log2(nodes)))
     times = {}
     for i, p in enumerate(("LL", "LL128", "Simple")):
