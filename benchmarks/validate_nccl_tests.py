@@ -5,7 +5,8 @@ Each table is replayed on its own fabric (``fabrics.json``: preset and parameter
 
     python benchmarks/validate_nccl_tests.py [--no-presets] [--markdown] [--only NAME ...] [--detail]
 
-``--no-presets`` drops the gpu=/nic= hardware presets (line rates, the model before the presets).
+``--no-presets`` drops the gpu=/nic= hardware presets (line rates, the model before the presets); the run's
+NCCL environment (nccl_algo, nccl_proto, nvls, nccl_max_nchannels) stays.
 ``--only`` keeps the tables whose file name contains NAME (repeatable: one table reruns in a minute);
 ``--detail`` also prints every size: measured and simulated busbw and the simulated algorithm/protocol.
 """
@@ -20,7 +21,7 @@ from pathlib import Path
 
 import topologies
 from sim.bench.validate import error_summary, validate_trace
-from topologies.hardware import HARDWARE_KEYS
+from topologies.hardware import without_presets
 from traces.readers import ingest
 
 DATA = Path(__file__).resolve().parents[1] / "tests" / "data" / "nccl_tests"
@@ -47,7 +48,7 @@ def main() -> None:
     t0 = time.perf_counter()
     for name in names:
         fab = fabrics[name]
-        params = {k: v for k, v in fab["set"].items() if not (args.no_presets and k in HARDWARE_KEYS)}
+        params = without_presets(fab["set"]) if args.no_presets else dict(fab["set"])
         trace = ingest([DATA / name], format="nccl-tests")
 
         def build(entry, params=params, fab=fab):

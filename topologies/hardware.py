@@ -19,8 +19,17 @@ NIC presets (``nic=``)
     46-48GB/s per NIC", NVIDIA/nccl-tests#290: 47/50); ``net_latency_us``: the latency the net plugin
     reports to NCCL's tuner (``ncclNetProperties.latency``; NCCL adds it to every inter-node step, twice
     for Simple: ``src/graph/tuning.cc``): 0 for NCCL's own IB/RoCE and socket transports, 75 us for
-    aws-ofi-nccl on EFA (its P5 default); ``protos``: protocols the transport allows (aws-ofi-nccl forces
-    Simple where EFA does not deliver bytes in order).
+    aws-ofi-nccl on EFA (its P5 default, ``platform_data_map`` in ``src/platform-aws.cpp``: a bias that
+    "NCCL's internal tuner choices work better with", not the wire); ``net_phys_latency_us`` /
+    ``net_phys_simple_extra_us``: the physical latency plans pay per network step where it differs from
+    the reported one (EFA: the plugin's own model, ``src/tuner/nccl_ofi_model.cpp`` ``net_lat`` 20 us
+    for an 8 B RDMA write with immediate between two P5s, + ``TUNER_NET_COMP_OVERHEAD`` 3 us for a
+    Simple completion, ``include/nccl_ofi_param.h``; aws-ofi-nccl master of 2026-08); ``protos``:
+    protocols the transport allows (aws-ofi-nccl forces Simple only where the endpoint cannot deliver
+    128-byte aligned writes in order; P5's default RDMA protocol can, so LL and LL128 stay);
+    ``net_tuner``: the net plugin's tuner (``aws-ofi``: its region tuner, which beyond two servers
+    overrides NCCL's choice, ``src/tuner/nccl_ofi_regions.cpp``; on two servers or fewer it falls back
+    to NCCL's own).
 NCCL environment (``nccl_algo=``, ``nccl_proto=``, ``nvls=``, ``nccl_max_nchannels=``)
     What a platform's NCCL profile sets, as a fabric attribute: ``NCCL_ALGO`` / ``NCCL_PROTO`` lists
     (NCCL's syntax, checked by ``sim.planning``), ``NCCL_NVLS_ENABLE`` (``nvls=off``: GCP's TCPX / TCPXO
@@ -36,7 +45,8 @@ from typing import Any
 
 from topologies.errors import TopologyError
 
-__all__ = ["GPU_PRESETS", "HARDWARE_KEYS", "NCCL_ENV_KEYS", "NIC_PRESETS", "default_link_rates", "hardware_attrs", "preset_help"]
+__all__ = ["GPU_PRESETS", "HARDWARE_KEYS", "NCCL_ENV_KEYS", "NIC_PRESETS", "PRESET_KEYS", "default_link_rates",
+           "hardware_attrs", "preset_help", "without_presets"]
 
 #: gpu= presets. Rates in Gb/s per GPU and direction.
 GPU_PRESETS: dict[str, dict[str, Any]] = {
@@ -55,8 +65,11 @@ NIC_PRESETS: dict[str, dict[str, Any]] = {
            "about": "InfiniBand (ConnectX, GPUDirect RDMA), NCCL's IB transport"},
     "roce": {"efficiency": 0.94, "net_latency_us": 0.0, "protos": None,
              "about": "RoCE v2 (ConnectX), NCCL's IB transport"},
-    "efa": {"efficiency": 0.94, "net_latency_us": 75.0, "protos": ("Simple",),
-            "about": "AWS EFA via aws-ofi-nccl (reports 75 us; Simple only)"},
+    "efa": {"efficiency": 0.94, "net_latency_us": 75.0, "protos": None,
+            "net_phys_latency_us": 20.0, "net_phys_simple_extra_us": 3.0, "net_tuner": "aws-ofi",
+            "about": "AWS EFA on P5/P5e via aws-ofi-nccl (RDMA protocol: LL, LL128, Simple; reports 75 us to "
+                     "NCCL's tuner, pays 20 us per network step, +3 us for Simple; the plugin's region tuner "
+                     "beyond two servers)"},
     "tcpxo": {"efficiency": 0.94, "net_latency_us": 0.0, "protos": ("Simple",),
               "about": "GCP GPUDirect-TCPXO (plugin reports no latency; Simple only)"},
     "socket": {"efficiency": 0.94, "net_latency_us": 0.0, "protos": None,
@@ -65,8 +78,13 @@ NIC_PRESETS: dict[str, dict[str, Any]] = {
 #: NCCL environment parameters (see the module docstring): name -> the NCCL variable it stands for.
 NCCL_ENV_KEYS: dict[str, str] = {"nccl_algo": "NCCL_ALGO", "nccl_proto": "NCCL_PROTO", "nvls": "NCCL_NVLS_ENABLE",
                                  "nccl_max_nchannels": "NCCL_MAX_NCHANNELS"}
-#: Topology parameters this module owns (``topologies.build`` passes them here, not to the builder).
-HARDWARE_KEYS = ("gpu", "nic", *NCCL_ENV_KEYS)
+#: The hardware presets proper: what ``--no-presets`` (the line-rate model) drops.
+PRESET_KEYS = ("gpu", "nic")
+#: Topology parameters this module owns (``topologies.build`` passes them here, not to the builder): the
+#: presets, the run's NCCL environment and ``nics_per_gpu`` (how many NICs NCCL sees per GPU when the
+#: fabric models them as one link at their sum: 16 x 200G on 8 GPUs is 2; it sets the channel count of
+#: NCCL's search across servers, ``sim.planning.tuning.net_graph_channels``).
+HARDWARE_KEYS = (*PRESET_KEYS, *NCCL_ENV_KEYS, "nics_per_gpu")
 _ON, _OFF = ("1", "on", "true", "yes"), ("0", "off", "false", "no")
 
 
@@ -92,6 +110,12 @@ def _nccl_env(params: Mapping[str, Any], where: str) -> dict[str, Any]:
             raise TopologyError(f"{where}: parameter 'nccl_max_nchannels' must be an integer in 1 .. 64 "
                                 f"(NCCL_MAX_NCHANNELS); got {value!r}")
         out["nccl_max_nchannels"] = int(value)
+    value = params.get("nics_per_gpu")
+    if value is not None:
+        if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value) or not 1 <= value <= 8:
+            raise TopologyError(f"{where}: parameter 'nics_per_gpu' must be an integer in 1 .. 8 (NICs NCCL sees "
+                                f"per GPU); got {value!r}")
+        out["nics_per_gpu"] = int(value)
     return out
 
 
@@ -128,7 +152,26 @@ def hardware_attrs(params: Mapping[str, Any], where: str = "topology") -> dict[s
         else:
             out.update(nic_efficiency=float(entry["efficiency"]), net_latency_us=float(entry["net_latency_us"]),
                        protos=list(entry["protos"]) if entry["protos"] else None)
+            for extra in ("net_phys_latency_us", "net_phys_simple_extra_us"):
+                if extra in entry:
+                    out[extra] = float(entry[extra])
+            if entry.get("net_tuner"):
+                out["net_tuner"] = str(entry["net_tuner"])
     return out
+
+
+def without_presets(params: Mapping[str, Any]) -> dict[str, Any]:
+    """The parameters without the ``gpu=`` / ``nic=`` presets: the line-rate model of the same run.
+
+    The NCCL environment (``nccl_algo``, ``nccl_proto``, ``nvls``, ``nccl_max_nchannels``) stays: it is what
+    the run exported, not a property of the hardware model.
+
+    Examples
+    --------
+    >>> without_presets({"gpu": "h100", "nic": "tcpxo", "link_gbps": 200, "nccl_proto": "Simple", "nvls": "off"})
+    {'link_gbps': 200, 'nccl_proto': 'Simple', 'nvls': 'off'}
+    """
+    return {k: v for k, v in params.items() if k not in PRESET_KEYS}
 
 
 def default_link_rates(params: Mapping[str, Any]) -> dict[str, float]:
@@ -146,6 +189,6 @@ def preset_help() -> str:
              "nic=  " + "; ".join(f"{k}: {v['about']}" for k, v in NIC_PRESETS.items()),
              "NCCL environment  nccl_algo= (NCCL_ALGO), nccl_proto= (NCCL_PROTO), nvls=on|off (NCCL_NVLS_ENABLE), "
              "nccl_max_nchannels= (NCCL_MAX_NCHANNELS: ring channels at the per-channel bandwidth of NCCL's "
-             "topology search)",
+             "topology search); nics_per_gpu= (NICs NCCL sees per GPU, each at link_gbps / nics_per_gpu)",
              "Without presets links run at line rate with NCCL's H100 latencies (no protocol efficiency)."]
     return "\n\n".join(lines)

@@ -56,7 +56,9 @@ def channels_for(op: str, algo: str, proto: str, nbytes: float, nranks: int,
     """Channels NCCL would use: drop channels while ``bytes < channels × threads × threshold``.
 
     Thresholds per channel: Simple 32 KiB, LL128 5 KiB, LL 4 KiB (× nranks on rings). Direct ops use
-    one channel per peer pair.
+    one channel per peer pair. Trees run up to ``2 × max_channels``: NCCL runs every search channel
+    twice, once per tree (``connect.cc``), so each NIC carries a channel of both trees
+    (:func:`sim.planning.logical.rank_tree`).
 
     Examples
     --------
@@ -64,6 +66,8 @@ def channels_for(op: str, algo: str, proto: str, nbytes: float, nranks: int,
     3
     >>> channels_for("AllReduce", "ring", "Simple", 1 << 30, 8)
     8
+    >>> channels_for("AllReduce", "tree", "Simple", 1 << 30, 16)
+    16
     """
     if max_channels < 1:
         raise SimError(f"max_channels {max_channels} must be >= 1")
@@ -73,7 +77,8 @@ def channels_for(op: str, algo: str, proto: str, nbytes: float, nranks: int,
     if algo == "ring" and proto == "LL":
         p_thr *= nranks
     size = nccl_nbytes(op, nbytes, nranks)
-    return int(max(1, min(max_channels, size // p_thr)))
+    cap = 2 * max_channels if algo == "tree" else max_channels
+    return int(max(1, min(cap, size // p_thr)))
 
 
 def chunk_unit_bytes(proto: str) -> int:

@@ -86,7 +86,7 @@ def _chain_edges(orders: np.ndarray, hop_bytes: float, hop_delay_s: float) -> Ed
 # --- trees ------------------------------------------------------------------------------------------------
 
 def _tree_edges(ranks: np.ndarray, parents: list[np.ndarray], server: np.ndarray, ch_bytes: float,
-                proto: str) -> Edges:
+                proto: str, model: tuning.CostModel | None = None) -> Edges:
     """Reduce up every channel's tree, then broadcast down it, chunk by chunk."""
     src, dst, chan, step, delay, preds = [], [], [], [], [], []
     offset = 0
@@ -126,7 +126,7 @@ def _tree_edges(ranks: np.ndarray, parents: list[np.ndarray], server: np.ndarray
             step.append(top + depth[p])
             preds.append([up_id[w] for w in children[p]] if p == root else [down_id[p]])
         for a, b in ((v, parent[v]) for v in non_root):
-            delay.append(tuning.tree_hop_latency_s(proto, bool(server[a] != server[b])))
+            delay.append(tuning.tree_hop_latency_s(proto, bool(server[a] != server[b]), model))
         delay.extend(delay[-len(non_root):] if non_root else [])
         chan.extend([ch] * (2 * len(non_root)))
         offset += 2 * len(non_root)
@@ -330,7 +330,7 @@ def plan_collective(op: str, nbytes: float, ranks: Sequence[int] | np.ndarray, *
         nchunks = max(1, min(nchunks, max_transfers // (nch * per_channel)))
     if algo == "tree":
         parents = [logical.rank_tree(arr, server, c, nch) for c in range(nch)]
-        edges = _tree_edges(arr, parents, server, ch_bytes, proto)
+        edges = _tree_edges(arr, parents, server, ch_bytes, proto, model)
         return wired(assemble(edges, nchunks, False, tuning.tree_base_latency_s(proto), algo, proto,
                               max_pipeline_transfers))
 
@@ -353,14 +353,15 @@ def _nvls_plan(arr: np.ndarray, groups: list[np.ndarray], nbytes: float, nnodes:
     """NVLS (one server, one channel: the NVLink loads do not depend on it) or NVLSTree (both trees).
 
     Latency: NCCL's, as for the ring family (the critical path totals the tuner's figure): the NVLink part
-    (25 us) at the start, and each inter-node tree hop NCCL's NET latency, net plugin's reported latency
-    included (twice, Simple), on its first chunk.
+    (25 us) at the start, and each inter-node tree hop NCCL's NET latency plus the transport's physical
+    latency (the net plugin's reported one, twice for Simple, unless the preset gives a physical one),
+    on its first chunk.
     """
     algo = "nvls" if nnodes <= 1 else "nvls_tree"
     ppn = len(groups[0])
     nch = int(opts.nchannels or (1 if nnodes <= 1 else 2))
     base = tuning.algo_latency_s("AllReduce", "nvls", "Simple", ppn, 1, model)
-    total = tuning.algo_latency_s("AllReduce", algo, "Simple", len(arr), nnodes, model)
+    total = tuning.algo_latency_s("AllReduce", algo, "Simple", len(arr), nnodes, model, physical=True)
     hops = 2 * int(math.floor(math.log2(nnodes))) if nnodes > 1 else 0
     edges = nvls.nvls_edges(arr, groups, nch, nbytes / nch, net_hop_s=(total - base) / hops if hops else 0.0)
     unit = opts.chunk_bytes or tuning.nvls_chunk_bytes(algo, nbytes, ppn, nnodes)

@@ -19,6 +19,7 @@ from sim.planning.nccl_tables import (
     NVLS_MIN_LOCAL_GPUS,
     PROTOS,
 )
+from sim.planning.net_tuner import NET_TUNERS
 
 __all__ = ["CostModel", "DEFAULT_MODEL", "enabled_algos", "nccl_nbytes", "parse_nccl_list", "supported_algos"]
 
@@ -54,7 +55,20 @@ class CostModel:
         5/6 and the efficiencies above (on with a hardware preset; off keeps the closed forms exact).
     net_latency_us : float
         Latency the net plugin reports (``ncclNetProperties.latency``), added to every inter-node step
-        (twice for Simple), as NCCL's tuner does.
+        (twice for Simple), as NCCL's tuner does. A plugin may report a tuning bias rather than the wire
+        (aws-ofi-nccl on P5: 75 us), so plans pay ``net_phys_latency_us`` where it is given.
+    net_phys_latency_us : float, optional
+        Physical latency of one inter-node step that plans pay on top of NCCL's per-step figure;
+        ``None`` (default): the reported latency as NCCL's tuner counts it (twice for Simple).
+    net_phys_simple_extra_us : float
+        Extra physical latency of a Simple inter-node step (a completion handed to the host; aws-ofi-nccl's
+        ``TUNER_NET_COMP_OVERHEAD``), used with ``net_phys_latency_us``.
+    nics_per_gpu : int
+        NICs NCCL's topology search sees per GPU, each at ``inter_bw_bytes_per_s / nics_per_gpu`` (a
+        fabric models them as one link); sets the search's channels across servers.
+    net_tuner : str, optional
+        The net plugin's tuner that chooses before NCCL's (:mod:`sim.planning.net_tuner`): ``"aws-ofi"``
+        (aws-ofi-nccl's region tuner on P5), or ``None``.
     algos, protos : tuple of str, optional
         The algorithms / protocols the tuner may pick (``NCCL_ALGO`` / ``NCCL_PROTO``); ``None`` allows
         all. See :func:`parse_nccl_list`.
@@ -85,6 +99,10 @@ class CostModel:
     protocol_overhead: bool = False
     net_latency_us: float = 0.0
     nvls: bool = False
+    net_phys_latency_us: float | None = None
+    net_phys_simple_extra_us: float = 0.0
+    net_tuner: str | None = None
+    nics_per_gpu: int = 1
 
     def __post_init__(self) -> None:
         if not (self.intra_bw_bytes_per_s > 0 and self.inter_bw_bytes_per_s > 0):
@@ -100,11 +118,38 @@ class CostModel:
                 raise SimError(f"cost model: {name} {getattr(self, name)} must be in (0, 1]")
         if not isinstance(self.nvls, bool):
             raise SimError(f"cost model: nvls {self.nvls!r} must be true or false")
-        if not self.net_latency_us >= 0:
-            raise SimError(f"cost model: net_latency_us {self.net_latency_us} must be >= 0")
+        for name in ("net_latency_us", "net_phys_simple_extra_us"):
+            if not getattr(self, name) >= 0:
+                raise SimError(f"cost model: {name} {getattr(self, name)} must be >= 0")
+        if isinstance(self.nics_per_gpu, bool) or not isinstance(self.nics_per_gpu, int) or self.nics_per_gpu < 1:
+            raise SimError(f"cost model: nics_per_gpu {self.nics_per_gpu!r} must be an int >= 1")
+        if self.net_tuner is not None and self.net_tuner not in NET_TUNERS:
+            raise SimError(f"cost model: net_tuner {self.net_tuner!r} is not one of: {', '.join(NET_TUNERS)}")
+        if self.net_phys_latency_us is not None and not self.net_phys_latency_us >= 0:
+            raise SimError(f"cost model: net_phys_latency_us {self.net_phys_latency_us} must be >= 0")
         for name, allowed, known in (("algos", self.algos, ALGOS), ("protos", self.protos, PROTOS)):
             if allowed is not None and (not allowed or any(a not in known for a in allowed)):
                 raise SimError(f"cost model: {name} {allowed!r} must name some of: {', '.join(known)}")
+
+    def net_step_latency_us(self, proto: str, physical: bool = False) -> float:
+        """Latency the net transport adds to one inter-node step (µs) on top of NCCL's ``hwLat``.
+
+        ``physical=False``: what NCCL's tuner adds, the reported latency (twice for Simple: the flush,
+        ``tuning.cc``); ``physical=True``: what a plan pays, ``net_phys_latency_us`` (plus the Simple
+        extra) where given, else the same as the tuner.
+
+        Examples
+        --------
+        >>> efa = CostModel(net_latency_us=75.0, net_phys_latency_us=20.0, net_phys_simple_extra_us=3.0)
+        >>> efa.net_step_latency_us("Simple"), efa.net_step_latency_us("Simple", physical=True)
+        (150.0, 23.0)
+        >>> efa.net_step_latency_us("LL", physical=True)
+        20.0
+        """
+        simple = proto == "Simple"
+        if not physical or self.net_phys_latency_us is None:
+            return self.net_latency_us * (2.0 if simple else 1.0)
+        return self.net_phys_latency_us + (self.net_phys_simple_extra_us if simple else 0.0)
 
     @property
     def net_overhead_us(self) -> float:

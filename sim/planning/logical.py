@@ -283,8 +283,13 @@ def rank_tree(ranks: Sequence[int] | np.ndarray, server_of: Sequence[int] | np.n
               channel: int = 0, nchannels: int = 1) -> np.ndarray:
     """Rank-level tree of one channel: parent comm-rank position of every rank (``-1`` at the root).
 
-    Servers are the nodes of tree :func:`tree_of_channel`; each server's GPUs (rotated by ``channel``
-    like the rings) form a chain whose first GPU, the head, links to the parent server's head.
+    Servers are the nodes of tree :func:`tree_of_channel`; each server's GPUs form a chain whose first
+    GPU, the head, links to the parent server's head. The chains rotate by the channel's index within
+    its half, so channel ``c`` of tree 0 and channel ``c + K/2`` of tree 1 share their head GPU and its
+    NIC, as NCCL's channel ``c`` and its duplicate ``c + nChannels`` share one search channel
+    (``connect.cc`` ``connectTrees``, v2.23.4-1): every NIC then carries one channel of each tree, and a
+    server interior in one tree is a leaf in the other on every NIC (with one channel per NIC and tree,
+    the NICs of a server's interior tree would carry three times their leaf neighbours' bytes).
 
     Examples
     --------
@@ -294,7 +299,8 @@ def rank_tree(ranks: Sequence[int] | np.ndarray, server_of: Sequence[int] | np.n
     [-1, 0, 0, 2]
     """
     arr = as_ranks(ranks)
-    groups = [np.roll(g, -(channel % len(g))) for g in server_groups(arr, server_of)]
+    half = -(-max(nchannels, 1) // 2)  # channels per tree (the first half is tree 0)
+    groups = [np.roll(g, -((channel % half) % len(g))) for g in server_groups(arr, server_of)]
     trees = double_binary_tree(len(groups))
     node_parent = trees[tree_of_channel(channel, nchannels)]
     parent = np.full(len(arr), -1, dtype=np.int64)

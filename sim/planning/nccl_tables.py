@@ -35,7 +35,9 @@ __all__ = [
     "PROTOS",
     "RING_LL128_MAX_PER_CH",
     "RING_SEARCH_MAX_CHANNELS",
+    "SM90_SPEED_ARRAY_INTER",
     "SM90_SPEED_ARRAY_INTRA",
+    "SPEED_ARRAY_INTER",
     "SPEED_ARRAY_INTRA",
     "STEP_PAYLOAD_BYTES",
     "THREADS",
@@ -43,6 +45,7 @@ __all__ = [
     "TREE_CORRECTION",
     "TREE_LL128_MAX_PER_CH",
     "TREE_MAX_PER_CH",
+    "TREE_PATTERN_FACTOR",
     "WIRE_BYTES_PER_PAYLOAD",
 ]
 
@@ -87,6 +90,12 @@ HW_LAT_US: dict[str, dict[str, tuple[float, float, float]]] = {
 #: ``speedArrayIntra`` / ``sm90SpeedArrayIntra`` (GB/s per channel), tried from the fastest down.
 SPEED_ARRAY_INTRA: tuple[float, ...] = (40.0, 30.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0, 7.0, 6.0, 5.0, 4.0, 3.0)
 SM90_SPEED_ARRAY_INTRA: tuple[float, ...] = (60.0, 50.0, 40.0, 30.0, 24.0, 20.0, 15.0, 12.0, 11.0, 6.0, 3.0)
+#: ``speedArrayInter`` / ``sm90SpeedArrayInter`` (GB/s per channel): the speeds tried for a graph that
+#: leaves the node through its NICs (``system->nodes[NET].count > 0``).
+SPEED_ARRAY_INTER: tuple[float, ...] = (48.0, 30.0, 28.0, 24.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0, 7.0, 6.0, 5.0,
+                                        4.0, 3.0, 2.4, 1.2, 0.24, 0.12)
+SM90_SPEED_ARRAY_INTER: tuple[float, ...] = (48.0, 45.0, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5, 15.0, 12.0, 6.0,
+                                             3.0, 2.4, 1.2, 0.24, 0.12)
 #: ``ringGraph->maxChannels = MAXCHANNELS / 2`` (init.cc, MAXCHANNELS 32).
 RING_SEARCH_MAX_CHANNELS = 16
 
@@ -102,6 +111,10 @@ TREE_MAX_PER_CH = {"volta": (26.5, 18.5, 10.0), "ampere": (24.0, 23.6, 17.8), "h
 # LL bandwidth caps: one node by GPU generation, several nodes by CPU vendor (2 nodes, > 2 nodes).
 LL_MAX_SINGLE = {"volta": 39.0, "ampere": 87.7, "hopper": 141.0}
 LL_MAX_BW = {"intel": (39.0, 20.4), "amd": (22.5, 19.0)}
+#: Tree graphs of pattern ``NCCL_TOPO_PATTERN_TREE`` (all of a channel's NIC traffic through one GPU):
+#: bus bandwidth x 0.85 (tuning.cc). The search falls back to that pattern on sm90+ when the balanced tree
+#: (the NIC shared by two GPUs) finds no path, and always with one GPU per node (search.cc).
+TREE_PATTERN_FACTOR = 0.85
 #: NVLS / NVLSTree: algorithm bandwidth = the NVLS graph's bus bandwidth x 5/6 (tuning.cc "ratio").
 NVLS_ALGBW_RATIO = 5.0 / 6.0
 #: PAT: bus bandwidth x 0.85 (tuning.cc).

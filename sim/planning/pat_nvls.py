@@ -108,7 +108,7 @@ def pat_plan(op: str, ranks: np.ndarray, nbytes: float, model: tuning.CostModel,
     nchunks = chunking.pipeline_chunks(nbytes / nch, unit)
     if opts.max_chunks is not None:
         nchunks = min(nchunks, opts.max_chunks)
-    lat = tuning.algo_latency_s(op, "pat", "Simple", n, n, model)
+    lat = tuning.algo_latency_s(op, "pat", "Simple", n, n, model, physical=True)
     return assemble(edges, max(1, nchunks), False, lat, "pat", "Simple", opts.max_pipeline_transfers)
 
 

@@ -67,8 +67,10 @@ from sim.planning.nccl_tables import (
     TREE_CORRECTION,
     TREE_LL128_MAX_PER_CH,
     TREE_MAX_PER_CH,
-    WIRE_BYTES_PER_PAYLOAD,
 )
+from sim.planning.net_tuner import net_tuner_choice
+from sim.planning.plan_latency import p2p_latency_s, tree_base_latency_s, tree_hop_latency_s, wire_factor
+from sim.planning.search_channels import graph_channels, net_graph_channels, tree_pattern_factor
 
 __all__ = [
     "ALGOS",
@@ -93,6 +95,7 @@ __all__ = [
     "nccl_chunk_bytes",
     "nccl_nbytes",
     "nccltests_bytes",
+    "net_graph_channels",
     "nvls_chunk_bytes",
     "p2p_latency_s",
     "parse_nccl_list",
@@ -162,9 +165,11 @@ def algo_bandwidth_bytes_per_s(op: str, algo: str, proto: str, nranks: int, nnod
                                model: CostModel | None = None) -> float:
     """NCCL's algorithm bandwidth (bytes/s) before the size-dependent tree correction.
 
-    busBw = per-GPU bandwidth with protocol efficiency and per-channel caps, then algbw = busBw ×
-    n/nsteps (ring), × 1/2 (tree), × 5/6 (NVLS, NVLSTree); PAT and NVLS AllGather/ReduceScatter keep
-    busBw (PAT × 0.85). ``0`` means the combination is disabled (NVLS and PAT are Simple only).
+    busBw = per-GPU bandwidth with protocol efficiency and per-channel caps (scaled by the search's
+    channel count, :func:`net_graph_channels`, across servers), the tree pattern's 0.85 where NCCL's
+    search builds that pattern, then algbw = busBw × n/nsteps (ring), × 1/2 (tree), × 5/6 (NVLS,
+    NVLSTree); PAT and NVLS AllGather/ReduceScatter keep busBw (PAT × 0.85). ``0`` means the
+    combination is disabled (NVLS and PAT are Simple only).
 
     Examples
     --------
@@ -177,14 +182,20 @@ def algo_bandwidth_bytes_per_s(op: str, algo: str, proto: str, nranks: int, nnod
 
     >>> round(algo_bandwidth_bytes_per_s("AllReduce", "nvls", "Simple", 8, 1) / 1e9, 2)
     333.33
+
+    Tree Simple on 10 x 8 H100s with 400 Gb/s NICs: 8 search channels x 36.0 GB/s (Hopper, > 2 nodes)
+    caps the 0.92 x 400 GB/s, then the tree pattern's 0.85 and the tree's 1/2.
+
+    >>> round(algo_bandwidth_bytes_per_s("AllReduce", "tree", "Simple", 80, 10) / 1e9, 2)
+    122.4
     """
     model = model or DEFAULT_MODEL
     p = _check_proto(proto)
     if proto == "LL128" and not model.ll128:
         return 0.0
     ni = _node_index(nnodes)
-    nch = model.nchannels
     ppn = nranks / max(nnodes, 1)
+    nch = graph_channels(model, nnodes, ppn)
     arch = model.arch
     ll_max = (LL_MAX_SINGLE[arch] if ni == 0 else LL_MAX_BW[model.cpu][ni - 1]) * 1e9
     if algo == "ring":
@@ -203,7 +214,7 @@ def algo_bandwidth_bytes_per_s(op: str, algo: str, proto: str, nranks: int, nnod
             bus = min(bus / 3.8, ll_max)
         elif p == 1:
             bus = min(bus * (7 / 9 if nnodes <= 1 else 120 / 128), nch * TREE_LL128_MAX_PER_CH[arch][ni] * 1e9)
-        return bus * 0.5
+        return bus * tree_pattern_factor(model, nnodes, ppn) * 0.5
     if algo in ("nvls", "nvls_tree"):
         if proto != "Simple":
             return 0.0
@@ -216,17 +227,22 @@ def algo_bandwidth_bytes_per_s(op: str, algo: str, proto: str, nranks: int, nnod
     raise SimError(f"algorithm {algo!r} has no NCCL bandwidth model (ring, tree, nvls, nvls_tree, pat)")
 
 
-def _inter_latency_us(algo: str, p: int, nranks: int, nnodes: int, model: CostModel) -> float:
+def _inter_latency_us(algo: str, p: int, nranks: int, nnodes: int, model: CostModel,
+                      physical: bool = False) -> float:
     # with one GPU per node the latencies are fully exposed: NCCL charges the tree's network latency;
-    # then the net plugin's reported latency, once more for Simple's flush (tuning.cc 2.23)
+    # then the net plugin's reported latency, once more for Simple's flush (tuning.cc 2.23), or, for a
+    # plan, the transport's physical latency (CostModel.net_step_latency_us)
     one_ppn = nnodes > 1 and nranks == nnodes
     inter = HW_LAT_US["net"]["tree" if one_ppn else algo][p]
-    return inter + model.net_latency_us * (2.0 if PROTOS[p] == "Simple" else 1.0)
+    return inter + model.net_step_latency_us(PROTOS[p], physical)
 
 
 def algo_latency_s(op: str, algo: str, proto: str, nranks: int, nnodes: int,
-                   model: CostModel | None = None) -> float:
+                   model: CostModel | None = None, physical: bool = False) -> float:
     """NCCL's latency of one collective (seconds): base + per-step hardware latencies.
+
+    ``physical=True`` gives the latency a plan pays: the network steps add the transport's physical
+    latency instead of the one the net plugin reports to NCCL's tuner (they differ on EFA).
 
     Ring: ``base + (nsteps − nInter)·intra + nInter·inter`` (intra raised to the network overhead on
     multi-node rings); Broadcast/Reduce: ``base + nsteps·lat`` with the tree's Simple latency (NCCL's
@@ -248,7 +264,7 @@ def algo_latency_s(op: str, algo: str, proto: str, nranks: int, nnodes: int,
         raise SimError(f"algorithm {algo!r} has no NCCL latency model ({', '.join(BASE_LAT_US)})")
     base = BASE_LAT_US[algo][p]
     intra = HW_LAT_US["nvlink"][algo][p]
-    inter = _inter_latency_us(algo, p, nranks, nnodes, model)
+    inter = _inter_latency_us(algo, p, nranks, nnodes, model, physical)
     log2_nodes = int(math.floor(math.log2(nnodes))) if nnodes >= 1 else 0
     if algo == "ring":
         nsteps, ninter = _nccl_steps(op, nranks, nnodes)
@@ -316,7 +332,8 @@ def choose_algorithm(op: str, nbytes: float, nranks: int, nnodes: int, algo: str
     """(algorithm, protocol) NCCL would use for this op and size.
 
     ``algo="auto"`` tries every algorithm NCCL enables here (:func:`enabled_algos`: the op's, on this
-    machine, after ``NCCL_ALGO``); a named algorithm that is not enabled falls back to ``auto``, as NCCL
+    machine, after ``NCCL_ALGO``), unless the net plugin's tuner (``model.net_tuner``,
+    :mod:`sim.planning.net_tuner`) picks an enabled combination first; a named algorithm that is not enabled falls back to ``auto``, as NCCL
     ignores an ``NCCL_ALGO`` it cannot run. ``proto=None`` picks the fastest protocol. Direct ops
     (AllToAll, Send/Recv, Gather/Scatter) use LL up to 16 KiB, else Simple (NCCL's p2p rule).
 
@@ -349,6 +366,10 @@ def choose_algorithm(op: str, nbytes: float, nranks: int, nnodes: int, algo: str
     enabled = enabled_algos(op, nranks, nnodes, model)
     candidates = (algo,) if algo in enabled else enabled
     protos = (proto,) if proto is not None else allowed_protos
+    plugin = net_tuner_choice(model.net_tuner, op, nbytes, nranks, nnodes)
+    if plugin is not None and plugin[0] in candidates and plugin[1] in protos:
+        # the net plugin's tuner fills NCCL's cost table first; it applies where NCCL enables its choice
+        return plugin
     best: tuple[float, str, str] | None = None
     for a in candidates:
         for p in protos:
@@ -383,66 +404,7 @@ def ring_step_latency_s(op: str, proto: str, nranks: int, nnodes: int, nbytes: f
         return 0.0, 0.0
     base = BASE_LAT_US["ring"][p] * 1e-6
     size = nccl_nbytes(op, nbytes, nranks)
-    total = algo_latency_s(op, "ring", proto, nranks, nnodes, model)
+    total = algo_latency_s(op, "ring", proto, nranks, nnodes, model, physical=True)
     total *= _plateau(op, "ring", proto, size, nranks, nnodes, model)
     steps = 2 * (nranks - 1) if op == "AllReduce" else nranks - 1
     return base, max(total - base, 0.0) / steps
-
-
-def wire_factor(proto: str, inter_node: bool, model: CostModel | None = None, algo: str = "ring") -> float:
-    """Wire bytes per payload byte of a transfer: the protocol's lines and the link's efficiency.
-
-    1 unless ``model.protocol_overhead``; then LL 16/8, LL128 128/120, Simple 1, divided by the NVLink
-    or NIC efficiency, and for NVLS / NVLSTree by NCCL's 5/6 (its NVLS bandwidth ratio: the
-    multimem reductions and multicasts reach 5/6 of the bandwidth NCCL's search gives the NVLS graph).
-
-    Examples
-    --------
-    >>> wire_factor("LL", True)
-    1.0
-    >>> wire_factor("LL", True, CostModel(protocol_overhead=True, nic_efficiency=0.5))
-    4.0
-    >>> wire_factor("Simple", False, CostModel(protocol_overhead=True), algo="nvls")
-    1.2
-    """
-    p = _check_proto(proto)
-    model = model or DEFAULT_MODEL
-    if not model.protocol_overhead:
-        return 1.0
-    eff = model.nic_efficiency if inter_node else model.nvlink_efficiency
-    if algo in ("nvls", "nvls_tree"):
-        eff *= NVLS_ALGBW_RATIO
-    return WIRE_BYTES_PER_PAYLOAD[PROTOS[p]] / eff
-
-
-def tree_hop_latency_s(proto: str, inter_node: bool) -> float:
-    """Per-hop latency of a tree plan (seconds): NCCL's tree latency per NVLink or network hop.
-
-    Examples
-    --------
-    >>> round(tree_hop_latency_s("LL", True) * 1e6, 2)
-    5.0
-    """
-    p = _check_proto(proto)
-    return HW_LAT_US["net" if inter_node else "nvlink"]["tree"][p] * 1e-6
-
-
-def tree_base_latency_s(proto: str) -> float:
-    """Base (launch) latency of a tree collective (seconds)."""
-    return BASE_LAT_US["tree"][_check_proto(proto)] * 1e-6
-
-
-def p2p_latency_s(proto: str = "Simple", inter_node: bool = True) -> float:
-    """Software latency of one direct transfer (Send/Recv, all-to-all pair): one ring base + one step.
-
-    NCCL has no published p2p model; this charges what one ring step costs: the ring's base latency
-    plus one hardware step on the link type. Defaults: Simple over the network, 8.4 + 14 µs.
-
-    Examples
-    --------
-    >>> round(p2p_latency_s() * 1e6, 1)
-    22.4
-    """
-    p = _check_proto(proto)
-    return (BASE_LAT_US["ring"][p] + HW_LAT_US["net" if inter_node else "nvlink"]["ring"][p]) * 1e-6
-

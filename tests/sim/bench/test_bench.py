@@ -94,7 +94,10 @@ def test_bench_forced_protocol_and_bad_values():
 
 def test_hardware_presets_and_errors():
     hw = hardware_attrs({"gpu": "h100", "nic": "efa"})
-    assert hw["protos"] == ["Simple"] and hw["net_latency_us"] == 75.0
+    # aws-ofi-nccl on P5: RDMA protocol (LL / LL128 allowed), 75 us reported, 20 (+3 Simple) us physical
+    assert hw["protos"] is None and hw["net_latency_us"] == 75.0 and hw["net_tuner"] == "aws-ofi"
+    assert (hw["net_phys_latency_us"], hw["net_phys_simple_extra_us"]) == (20.0, 3.0)
+    assert "net_phys_latency_us" not in hardware_attrs({"nic": "ib"})
     assert hw["nvlink_efficiency"] == pytest.approx(18 * 20.6 / 450)
     with pytest.raises(TopologyError, match="'nic' must be one of"):
         topologies.build("rail_optimized", num_gpus=8, nic="myrinet")

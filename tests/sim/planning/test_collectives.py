@@ -196,6 +196,22 @@ def test_tree_allreduce_edges_carry_half_per_tree(sizes, nch, max_chunks):
         assert sum(edge_bytes.values()) == pytest.approx(2 * (n - 1) * size / 2)
 
 
+@pytest.mark.parametrize(("servers", "ppn"), [(4, 4), (6, 2)])
+def test_tree_spreads_both_trees_over_every_nic(servers, ppn):
+    # NCCL's channel c (tree 0) and c + nChannels (tree 1) share one NIC (connect.cc), so a server that is
+    # interior in one tree (3 units out per channel) is a leaf in the other (1 unit) on every NIC: the
+    # busiest NIC sends 2 S / ppn, the double binary tree's 2S/B over the server's ppn NICs. With one
+    # channel per NIC and tree the interior tree's NICs would send 3 S / ppn.
+    n, size = servers * ppn, 64 << 20
+    server_of = np.arange(n) // ppn
+    plan = plan_collective("AllReduce", size, range(n), algo="tree", proto="Simple", server_of=server_of)
+    assert len(set(plan.channel.tolist())) == 2 * tuning.DEFAULT_MAX_CHANNELS
+    cross = server_of[plan.src] != server_of[plan.dst]
+    for end in (plan.src, plan.dst):
+        per_gpu = np.bincount(end[cross], weights=plan.bytes[cross], minlength=n)
+        assert per_gpu.max() == pytest.approx(2 * size / ppn, rel=1e-9)
+
+
 @given(layouts, st.integers(1, 4), st.sampled_from(tuning.PROTOS))
 def test_tree_transfers_follow_the_channel_tree(sizes, nch, proto):
     ranks, server_of = layout(sizes)

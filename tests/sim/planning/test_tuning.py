@@ -57,16 +57,40 @@ def test_latency_matches_hand_formulas(op, algo, proto, n, nodes, expected_us):
         # multi-node rings: the channels use all 8 NICs of a server (8 x 50 GB/s), below NVLink's 450
         ("AllReduce", "ring", "Simple", 32, 4, 400 * 32 / 62),
         ("AllReduce", "ring", "LL", 32, 4, min(400 / 4, 20.4) * 32 / 62),
-        ("AllReduce", "ring", "LL128", 32, 4, min(400 * 0.92, 16 * 36.7) * 32 / 62),
+        # across servers the per-channel caps scale with the search's 8 channels (one per NIC), not 16
+        ("AllReduce", "ring", "LL128", 32, 4, min(400 * 0.92, 8 * 36.7) * 32 / 62),
         ("AllGather", "ring", "LL", 8, 1, min(450 * 0.5, 141.0) * 8 / 7),  # ring LL x0.5, Hopper cap 141
-        ("AllReduce", "tree", "Simple", 32, 4, min(400 * 0.92, 16 * 36.0) / 2),
-        ("AllReduce", "tree", "Simple", 16, 2, min(450 * 0.92, 16 * 41.4) / 2),  # 2 nodes: 2x NICs, NVLink-bound
-        ("AllReduce", "tree", "LL", 32, 4, min(400 * 0.92 / 3.8, 20.4) / 2),
+        # Hopper trees across servers: capped at 8 x 36.0, then the TREE pattern's 0.85
+        ("AllReduce", "tree", "Simple", 32, 4, min(400 * 0.92, 8 * 36.0) * 0.85 / 2),
+        # 2 nodes: 2x NICs, NVLink-bound at 0.92 x 450, capped at 8 x 41.4
+        ("AllReduce", "tree", "Simple", 16, 2, min(450 * 0.92, 8 * 41.4) * 0.85 / 2),
+        ("AllReduce", "tree", "LL", 32, 4, min(8 * 36.0 / 3.8, 20.4) * 0.85 / 2),
     ],
 )
 def test_bandwidth_matches_hand_formulas(op, algo, proto, n, nodes, expected_gbps):
     got = tuning.algo_bandwidth_bytes_per_s(op, algo, proto, n, nodes)
     assert got == pytest.approx(expected_gbps * 1e9)
+
+
+def test_ampere_trees_keep_the_balanced_pattern():
+    # A100 (sm80): no "simpler tree" retry, so no 0.85; 8 channels of 24 GB/s (25 GB/s NICs, not
+    # duplicated below 25), cap 8 x 17.8 on > 2 nodes: min(0.92 x 200, 142.4) / 2
+    a100 = tuning.CostModel(intra_bw_bytes_per_s=240e9, inter_bw_bytes_per_s=25e9, arch="ampere")
+    assert tuning.net_graph_channels(a100, 8) == (8, 24.0)
+    got = tuning.algo_bandwidth_bytes_per_s("AllReduce", "tree", "Simple", 32, 4, a100)
+    assert got == pytest.approx(min(0.92 * 200, 8 * 17.8) / 2 * 1e9)
+
+
+@pytest.mark.parametrize(("ppn", "line_gbps", "arch", "expected"), [
+    (8, 400, "hopper", (8, 48.0)),    # 48 < 50 with 8 channels on sm90: not duplicated (NVIDIA/nccl#1041: 8)
+    (8, 200, "hopper", (8, 24.0)),    # 25 GB/s NICs: 24 GB/s, below the duplication threshold
+    (1, 400, "hopper", (2, 24.0)),    # one channel of 48 duplicated into two of 24
+    (4, 400, "ampere", (8, 24.0)),    # not sm90: 48 >= 25 is duplicated
+    (16, 400, "hopper", (16, 48.0)),  # at most MAXCHANNELS / 2
+])
+def test_net_graph_channels_follow_the_search(ppn, line_gbps, arch, expected):
+    model = tuning.CostModel(inter_bw_bytes_per_s=line_gbps / 8 * 1e9 * 0.94, nic_efficiency=0.94, arch=arch)
+    assert tuning.net_graph_channels(model, ppn) == expected
 
 
 def test_auto_choice_small_multinode_allreduce_is_tree_ll():
@@ -91,12 +115,12 @@ def test_auto_choice_single_node_small_is_ring_ll():
 
 def test_two_nodes_large_allreduce_tree_when_the_nics_are_slower_than_half_nvlink():
     # performance.md (A3 Mega, 8 x 200G per node): at 2 nodes the tree moves ~S per node; NCCL lets its
-    # intra speed reach 2x the NICs. 1 GiB on 2 x 8, 25 GB/s per GPU: tree Simple 1 GiB / (368/2 GB/s)
-    # = 5.8 ms vs ring 1 GiB / (200·16/30 GB/s) = 10.1 ms.
+    # intra speed reach 2x the NICs. 1 GiB on 2 x 8, 25 GB/s per GPU: tree Simple 1 GiB / (331.2 x 0.85/2 GB/s)
+    # = 7.6 ms vs ring 1 GiB / (200·16/30 GB/s) = 10.1 ms.
     a3mega = tuning.CostModel(inter_bw_bytes_per_s=25e9)
     assert tuning.choose_algorithm("AllReduce", 2**30, 16, 2, model=a3mega) == ("tree", "Simple")
     # with one 400G NIC per GPU the ring's 8 NICs (400 GB/s) beat the NVLink-bound tree, as in NCCL's model:
-    # ring 1 GiB / (400·16/30) = 5.03 ms + 0.21 ms vs tree 1 GiB / (414/2) = 5.19 ms + 0.45 ms
+    # ring 1 GiB / (400·16/30) = 5.03 ms + 0.21 ms vs tree 1 GiB / (331.2 x 0.85/2) = 7.6 ms + 0.45 ms
     assert tuning.choose_algorithm("AllReduce", 2**30, 16, 2) == ("ring", "Simple")
 
 
@@ -211,3 +235,45 @@ def test_auto_is_the_fastest_prediction(op, n, nodes_exp, nvls):
         for a in tuning.enabled_algos(op, n, nodes, model):
             for p in tuning.PROTOS:
                 assert best <= tuning.predict_time_s(op, size, n, nodes, a, p, model)
+
+
+# --- NCCL 2.23's own prediction on 4-10 servers of 8 H100s with 8 x 400G NICs -------------------------------
+# NCCL's tuning.cc with the graphs its search builds there (search.cc, NVIDIA/nccl#1041): 8 search channels;
+# ring 8 x 45 or 8 x 48 GB/s (which one depends on PCIe details; the sizes below agree for both), tree
+# 8 x 48 (pattern TREE: x 0.85), NVLS graph 8 x min(40 intra, 48 / 2 inter) (NVLSTree beyond two nodes).
+
+_CORR = {"LL": tuning.TREE_CORRECTION["LL"], "LL128": tuning.TREE_CORRECTION["LL128"],
+         "Simple": tuning.TREE_CORRECTION["Simple"]}
+
+
+def _nccl_choice(nodes: int, size: int, ring_gbs: float) -> tuple[str, str]:
+    n, nch = 8 * nodes, 8  # 8 GPUs per server
+    lg = int(math.floor(math.log2(nodes)))
+    times = {}
+    for i, p in enumerate(("LL", "LL128", "Simple")):
+        bus = nch * ring_gbs
+        bus = min(20.4, bus * 0.5) if p == "LL" else min(bus * 0.92, nch * 36.7) if p == "LL128" else bus
+        lat = (6.6, 14.0, 8.4)[i] + (2 * (n - 1) - 2 * (nodes - 1)) * max((0.6, 1.9, 3.4)[i], 3.0 if p == "Simple" else 1.0)
+        lat += 2 * (nodes - 1) * (2.7, 4.0, 14.0)[i]
+        lat *= 1.4 if p == "Simple" and size / (16 * n) >= 64 else 1.0
+        times[("ring", p)] = lat * US + size / (bus * n / (2 * (n - 1)) * 1e9)
+        bus = min(nch * 48 * 0.92, nch * 36.0)
+        bus = min(bus / 3.8, 20.4) if p == "LL" else min(bus * 120 / 128, nch * 29.0) if p == "LL128" else bus
+        alg = bus * 0.85 * 0.5 * (_CORR[p][int(size >> 6).bit_length() - 1] if size >> 6 < 2**23 else 1.0)
+        lat = (6.8, 14.0, 8.4)[i] + 2 * (7 * (0.6, 1.25, 4.0)[i] + lg * (5.0, 8.5, 14.0)[i])
+        times[("tree", p)] = lat * US + size / (alg * 1e9)
+    times[("nvls_tree", "Simple")] = (25 + 2 * lg * 14) * US + size / (nch * min(40, 48 / 2) * 5 / 6 * 1e9)
+    return min(times, key=times.get)
+
+
+_H100_IB = tuning.CostModel(intra_bw_bytes_per_s=370.8e9, inter_bw_bytes_per_s=47e9, nic_efficiency=0.94, nvls=True)
+
+
+@pytest.mark.parametrize("nodes", [4, 8, 10])
+@pytest.mark.parametrize("size_mib", [1, 8, 32, 128, 256, 512, 1024, 2048, 4096])
+def test_choice_on_4_to_10_h100_servers_matches_nccl(nodes, size_mib):
+    size = size_mib << 20
+    nccl = {_nccl_choice(nodes, size, gbs) for gbs in (45.0, 48.0)}  # two where the ring's speed decides
+    assert tuning.choose_algorithm("AllReduce", size, 8 * nodes, nodes, model=_H100_IB) in nccl
+    if size_mib >= 8:  # the tree, at 0.85 x 8 x 36 GB/s, is never NCCL's choice here
+        assert tuning.choose_algorithm("AllReduce", size, 8 * nodes, nodes, model=_H100_IB)[0] != "tree"

@@ -54,8 +54,13 @@ def test_link_bytes_equal_the_flows_that_crossed_them(result):
 
 
 def test_no_link_above_capacity_and_series_sum_to_totals(result):
+    from sim.engine.stats import MIN_SEGMENT_REL
+
     links = result.links
-    assert (links["peak_utilization"] <= 1 + 1e-9).all()
+    # a peak rate is bytes / (b - a) over a segment longer than MIN_SEGMENT_REL * b, whose endpoints carry
+    # one ulp of rounding each: relative error up to eps / MIN_SEGMENT_REL (2.2e-7; seen: 1.8e-8 once the
+    # tree AllReduce runs 16 channels)
+    assert (links["peak_utilization"] <= 1 + np.finfo(float).eps / MIN_SEGMENT_REL).all()
     assert (links["mean_utilization"] <= links["peak_utilization"] + 1e-12).all()
     ts = result.link_timeseries
     width = result.summary["bin_s"]

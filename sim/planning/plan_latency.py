@@ -1,0 +1,89 @@
+"""Per-transfer costs of plans: the software latency a plan step charges (``TransferPlan.delay_s``) and
+the bytes a transfer puts on the wire, from NCCL 2.23's tables (:mod:`sim.planning.nccl_tables`).
+
+The ring family's per-step latency (``ring_step_latency_s``) stays in :mod:`sim.planning.tuning`, beside
+the NCCL latency formula it spreads; :mod:`sim.planning.tuning` re-exports everything here.
+"""
+
+from __future__ import annotations
+
+from sim.errors import SimError
+from sim.planning.cost_model import DEFAULT_MODEL, CostModel
+from sim.planning.nccl_tables import (
+    BASE_LAT_US,
+    HW_LAT_US,
+    NVLS_ALGBW_RATIO,
+    PROTOS,
+    WIRE_BYTES_PER_PAYLOAD,
+)
+
+__all__ = ["p2p_latency_s", "tree_base_latency_s", "tree_hop_latency_s", "wire_factor"]
+
+
+def _proto_index(proto: str) -> int:
+    if proto not in PROTOS:
+        raise SimError(f"protocol {proto!r} is not one of: {', '.join(PROTOS)}")
+    return PROTOS.index(proto)
+
+
+def wire_factor(proto: str, inter_node: bool, model: CostModel | None = None, algo: str = "ring") -> float:
+    """Wire bytes per payload byte of a transfer: the protocol's lines and the link's efficiency.
+
+    1 unless ``model.protocol_overhead``; then LL 16/8, LL128 128/120, Simple 1, divided by the NVLink
+    or NIC efficiency, and for NVLS / NVLSTree by NCCL's 5/6 (its NVLS bandwidth ratio: the
+    multimem reductions and multicasts reach 5/6 of the bandwidth NCCL's search gives the NVLS graph).
+
+    Examples
+    --------
+    >>> wire_factor("LL", True)
+    1.0
+    >>> wire_factor("LL", True, CostModel(protocol_overhead=True, nic_efficiency=0.5))
+    4.0
+    >>> wire_factor("Simple", False, CostModel(protocol_overhead=True), algo="nvls")
+    1.2
+    """
+    p = _proto_index(proto)
+    model = model or DEFAULT_MODEL
+    if not model.protocol_overhead:
+        return 1.0
+    eff = model.nic_efficiency if inter_node else model.nvlink_efficiency
+    if algo in ("nvls", "nvls_tree"):
+        eff *= NVLS_ALGBW_RATIO
+    return WIRE_BYTES_PER_PAYLOAD[PROTOS[p]] / eff
+
+
+def tree_hop_latency_s(proto: str, inter_node: bool, model: CostModel | None = None) -> float:
+    """Per-hop latency of a tree plan (seconds): NCCL's tree latency per NVLink or network hop; a network
+    hop also pays the transport's physical latency (``model.net_step_latency_us(proto, physical=True)``).
+
+    Examples
+    --------
+    >>> round(tree_hop_latency_s("LL", True) * 1e6, 2)
+    5.0
+    >>> efa = CostModel(net_latency_us=75.0, net_phys_latency_us=20.0, net_phys_simple_extra_us=3.0)
+    >>> round(tree_hop_latency_s("LL", True, efa) * 1e6, 2), round(tree_hop_latency_s("Simple", True, efa) * 1e6, 2)
+    (25.0, 37.0)
+    """
+    p = _proto_index(proto)
+    extra = (model or DEFAULT_MODEL).net_step_latency_us(proto, physical=True) if inter_node else 0.0
+    return (HW_LAT_US["net" if inter_node else "nvlink"]["tree"][p] + extra) * 1e-6
+
+
+def tree_base_latency_s(proto: str) -> float:
+    """Base (launch) latency of a tree collective (seconds)."""
+    return BASE_LAT_US["tree"][_proto_index(proto)] * 1e-6
+
+
+def p2p_latency_s(proto: str = "Simple", inter_node: bool = True) -> float:
+    """Software latency of one direct transfer (Send/Recv, all-to-all pair): one ring base + one step.
+
+    NCCL has no published p2p model; this charges what one ring step costs: the ring's base latency
+    plus one hardware step on the link type. Defaults: Simple over the network, 8.4 + 14 µs.
+
+    Examples
+    --------
+    >>> round(p2p_latency_s() * 1e6, 1)
+    22.4
+    """
+    p = _proto_index(proto)
+    return (BASE_LAT_US["ring"][p] + HW_LAT_US["net" if inter_node else "nvlink"]["ring"][p]) * 1e-6
