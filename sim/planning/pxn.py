@@ -35,9 +35,13 @@ import numpy as np
 
 from sim.planning.plan import LEG_PATH, TransferPlan, excl_cumsum
 
-__all__ = ["apply_pxn", "network_rails", "nvlink_domains", "pxn_relays", "relay_plan", "server_mates"]
+__all__ = ["CONNECTION_STRIDE", "apply_pxn", "network_rails", "nvlink_domains", "pxn_relays", "relay_plan", "server_mates"]
 
 _I64 = np.int64
+#: a relayed network leg's channel is ``channel + CONNECTION_STRIDE * (1 + original sender)``: above NCCL's
+#: channel ids (``MAXCHANNELS``, 32 in 2.23, 64 in 2.29), so it names the sender's connection (a channel
+#: keys ECMP hashing only)
+CONNECTION_STRIDE = 64
 _NET_KINDS = frozenset({"leaf", "spine", "core", "rail", "crossbar"})
 _RAILS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _DOMAINS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -263,9 +267,13 @@ def apply_pxn(plan: TransferPlan, relay: np.ndarray, pipelined: bool = False) ->
         return out
 
     leg = plan.leg if plan.leg is not None else np.full(n, LEG_PATH, np.int8)
+    # the network leg is the sender's own connection at the relay's proxy (one per sender and channel): its
+    # channel, which keys its ECMP hash, says whose it is, so the relayed sends of different senders to one
+    # peer do not all hash alike
+    connection = np.asarray(plan.channel, _I64) + CONNECTION_STRIDE * (1 + np.asarray(plan.src, _I64))
     return dataclasses.replace(
         plan, src=spread(plan.src, relay.astype(plan.src.dtype)), dst=spread(plan.dst, None, relay[hop].astype(plan.dst.dtype)),
-        bytes=spread(plan.bytes), channel=spread(plan.channel),
+        bytes=spread(plan.bytes), channel=spread(plan.channel, connection.astype(plan.channel.dtype)),
         delay_s=spread(plan.delay_s) if pipelined else spread(plan.delay_s, 0.0),
         dep_ptr=ptr, dep_idx=dep, step=None if plan.step is None else spread(plan.step),
         chunk=None if plan.chunk is None else spread(plan.chunk), leg=spread(leg))

@@ -11,7 +11,7 @@ import topologies
 from sim.errors import SimError
 from sim.planning.collectives import plan_collective
 from sim.planning.options import PlanOptions
-from sim.planning.pxn import apply_pxn, network_rails
+from sim.planning.pxn import CONNECTION_STRIDE, apply_pxn, network_rails
 
 
 def split(plan, gps):
@@ -68,6 +68,9 @@ def test_apply_pxn_keeps_every_dependency(servers, gps, seed, pipelined):
             lead = sorted(q.dep_idx[q.dep_ptr[first]:q.dep_ptr[first + 1]].tolist())
             assert lead == want and got == (want if pipelined else [first])
             assert q.delay_s[pos[i]] == (plan.delay_s[i] if pipelined else 0.0)
+            # the network leg hashes as the sender's own connection at the relay
+            assert q.channel[pos[i]] == plan.channel[i] + CONNECTION_STRIDE * (1 + plan.src[i])
+            assert q.channel[first] == plan.channel[i]
         else:
             assert got == want
 
