@@ -42,8 +42,8 @@ def test_rail_only_alltoall_leaves_every_server_on_the_receivers_rail(servers, g
     assert np.array_equal(plan.delay_s[lead], plan.delay_s[lead + 1])
 
 
-@settings(max_examples=25, deadline=None)
-@given(st.integers(3, 5), st.sampled_from([2, 4]), st.integers(0, 2 ** 16), st.booleans())
+@settings(max_examples=10, deadline=None)
+@given(st.integers(3, 4), st.sampled_from([2, 4]), st.integers(0, 2 ** 16), st.booleans())
 def test_apply_pxn_keeps_every_dependency(servers, gps, seed, pipelined):
     """Relaying any subset of a pipelined DAG's transfers keeps the topological order and every original
     dependency (on the network leg), doubles exactly the relayed bytes, and in the pipelined form lets both
