@@ -21,8 +21,10 @@ cross-rail send cannot leave from the sender's NIC at all: collective plans are 
 rule above, collective plans where the rails require it; ``True`` relays every plan's sends by the rule
 above; ``False`` is ``NCCL_PXN_DISABLE=1`` (the router still detours unreachable flows, inside one flow).
 
-The relayed transfer becomes two: sender -> relay over NVLink, then relay -> peer over the network, the
-second after the first; what waited for the original waits for the second.
+The relayed transfer becomes two: sender -> relay over NVLink, then relay -> peer over the network. A
+ring's or tree's chunk is stored and forwarded (the second after the first); a direct plan's message
+streams through the relay (both at once, :func:`apply_pxn`). What waited for the original waits for the
+second, and the second hashes as the sender's own connection (:data:`CONNECTION_STRIDE`).
 """
 
 from __future__ import annotations
@@ -35,7 +37,8 @@ import numpy as np
 
 from sim.planning.plan import LEG_PATH, TransferPlan, excl_cumsum
 
-__all__ = ["CONNECTION_STRIDE", "apply_pxn", "network_rails", "nvlink_domains", "pxn_relays", "relay_plan", "server_mates"]
+__all__ = ["CONNECTION_STRIDE", "apply_pxn", "network_rails", "nvlink_domains", "pxn_relays", "relay_plan",
+           "server_mates"]
 
 _I64 = np.int64
 #: a relayed network leg's channel is ``channel + CONNECTION_STRIDE * (1 + original sender)``: above NCCL's
@@ -125,7 +128,7 @@ def server_mates(graph, ranks, server: dict[int, int]) -> dict[int, int]:
     slots = _gpus_by_server(graph)
     out = dict(server)
     for r in ranks:
-        for v in slots.get(graph.nodes[f"gpu{r}"].get("server", -1), ()):
+        for v in slots.get(graph.nodes[f"gpu{r}"].get("server", r), ()):  # no server: a server of its own
             out.setdefault(v, server[r])
     return out
 
@@ -136,7 +139,8 @@ def _gpus_by_server(graph) -> dict:
         hit = {}
         for v, d in graph.nodes(data=True):
             if d.get("kind") == "gpu" and str(v).startswith("gpu"):
-                hit.setdefault(d.get("server", -1), []).append(int(str(v)[3:]))
+                slot = int(str(v)[3:])
+                hit.setdefault(d.get("server", slot), []).append(slot)
         _SERVERS[graph] = hit
     return hit
 

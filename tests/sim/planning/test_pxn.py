@@ -64,7 +64,8 @@ def test_apply_pxn_keeps_every_dependency(servers, gps, seed, pipelined):
         got = sorted(q.dep_idx[q.dep_ptr[pos[i]]:q.dep_ptr[pos[i] + 1]].tolist())
         if hop[i]:
             first = pos[i] - 1
-            assert (q.src[first], q.dst[first], q.dst[pos[i]], q.src[pos[i]]) == (plan.src[i], relay[i], plan.dst[i], relay[i])
+            legs = (q.src[first], q.dst[first], q.src[pos[i]], q.dst[pos[i]])
+            assert legs == (plan.src[i], relay[i], relay[i], plan.dst[i])
             lead = sorted(q.dep_idx[q.dep_ptr[first]:q.dep_ptr[first + 1]].tolist())
             assert lead == want and got == (want if pipelined else [first])
             assert q.delay_s[pos[i]] == (plan.delay_s[i] if pipelined else 0.0)
