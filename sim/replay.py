@@ -57,6 +57,8 @@ def reference_durations(setup: ReplaySetup, preparer: Preparer) -> np.ndarray:
             # big plans: every plan of a 1,024-GPU decode step held from here to its op would be ~0.5 GB,
             # and making a plan again costs less than routing it, which the replay does anyway
             plan = preparer.plan(op, pxn=False) if relays else preparer.plan(op)
+            if not relays and plan.algo == "direct" and preparer.plan_options.get("pxn") is not False:
+                plan = preparer.plan(op, pxn=False)   # NCCL's p2p PXN relays direct plans on any fabric
             done[key] = plan_bound_s(plan, model)
             if len(plan.src) > KEEP_PLAN_TRANSFERS:
                 preparer.plans.pop(key, None)

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from sim.errors import SimError
-from sim.planning import tuning
+from sim.planning import pxn, tuning
 from sim.planning.collectives import TransferPlan, plan_collective, split_matrix
 
 __all__ = ["alltoall_plan", "plan_op", "servers_of"]
@@ -78,10 +78,12 @@ def plan_op(rec: Mapping, split, algo: str, graph, meta: Mapping, options: Mappi
     if rec["kind"] == "p2p":
         return plan_collective("Send", int(rec["rank_bytes"]), [int(rec["src"]), int(rec["dst"])], algo=algo,
                                graph=graph, **options)
-    if rec["op"] == "AllToAll" and set(options) <= {"channels"}:
+    if rec["op"] == "AllToAll" and set(options) <= {"channels", "pxn"}:
         ranks = np.asarray(rec["members"], dtype=np.int64)
-        return alltoall_plan(float(rec["rank_bytes"]), ranks, split, servers_of(graph, ranks),
-                             int(options.get("channels") or 1))
+        server = servers_of(graph, ranks)
+        plan = alltoall_plan(float(rec["rank_bytes"]), ranks, split, server, int(options.get("channels") or 1))
+        # NCCL's p2p PXN, as the planner's direct plans (sim.planning.pxn)
+        return pxn.relay_plan(plan, dict(zip(ranks.tolist(), server.tolist(), strict=True)), graph, options.get("pxn"))
     rings = (meta.get("rings") or {}).get(rec["comm"])
     return plan_collective(rec["op"], int(rec["rank_bytes"]), rec["members"], algo=algo, root=int(rec["root"]),
                            split_bytes=split, rings=rings, graph=graph, **options)

@@ -84,7 +84,13 @@ def op_times(ops, keys: list, algo: str, graph, ideal_graph, router, meta: Mappi
         if hit is None:
             plan = plan_op(rec, ops.splits[i], algo, graph, meta, plan_options)
             t, path, link, flows, load = _bound(plan, str(rec["comm"]), routes, None)
-            ideal = _bound(plan, str(rec["comm"]), None, ports)[0]
+            if plan.algo == "direct" and plan_options.get("pxn") is not False:
+                # as the flow tier (sim.replay.reference_durations): the bound of the plan without NCCL's p2p
+                # PXN relays, which the reference's pooled NICs already allow
+                bare = plan_op(rec, ops.splits[i], algo, graph, meta, {**plan_options, "pxn": False})
+                ideal = _bound(bare, str(rec["comm"]), None, ports)[0]
+            else:
+                ideal = _bound(plan, str(rec["comm"]), None, ports)[0]
             hit = cache[keys[i]] = ((t, path, link, ideal, flows), plan.algo, load)
         out[i] = hit[0]
         algos.append(hit[1])

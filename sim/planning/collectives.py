@@ -277,8 +277,11 @@ def plan_collective(op: str, nbytes: float, ranks: Sequence[int] | np.ndarray, *
 
     srv = {int(r): int(s) for r, s in zip(arr, server, strict=True)}
 
+    # a Send/Recv's relay may be any GPU of the sender's server (pxn.server_mates)
+    mates = pxn.server_mates(graph, list(srv), srv) if graph is not None and op in ("Send", "Recv") else srv
+
     def wired(plan: TransferPlan) -> TransferPlan:
-        return _wire_bytes(_relayed(plan, srv, graph, opts.pxn), srv, model)
+        return _wire_bytes(pxn.relay_plan(plan, mates, graph, opts.pxn), mates, model)
 
     if algo == "direct":
         parts = int(nchannels or 1)
@@ -369,17 +372,6 @@ def _nvls_plan(arr: np.ndarray, groups: list[np.ndarray], nbytes: float, nnodes:
     if opts.max_chunks is not None:
         nchunks = min(nchunks, opts.max_chunks)
     return assemble(edges, max(1, nchunks), False, base, algo, proto, opts.max_pipeline_transfers)
-
-
-def _relayed(plan: TransferPlan, server: dict[int, int], graph, mode: bool | None) -> TransferPlan:
-    """The plan with PXN relays (:mod:`sim.planning.pxn`) where ``mode`` and the fabric's rails ask for them."""
-    if mode is False or graph is None or len(plan) == 0 or len(set(server.values())) < 2:
-        return plan
-    rails = pxn.network_rails(graph)
-    local = None
-    if mode:
-        local = {r: int(graph.nodes[f"gpu{r}"].get("local_rank", 0)) for r in server}
-    return pxn.apply_pxn(plan, pxn.pxn_relays(plan.src, plan.dst, server, rails, local))
 
 
 def _wire_bytes(plan: TransferPlan, server: dict[int, int], model: tuning.CostModel) -> TransferPlan:

@@ -54,10 +54,11 @@ class PlanOptions:
     model : sim.planning.tuning.CostModel, optional
         The machine the tuner sees (default: from the topology, else H100 defaults).
     pxn : bool, optional
-        NCCL's PXN in the plan (:mod:`sim.planning.pxn`): ``None`` relays a send over NVLink to the
-        server-mate on the receiver's rail where the fabric's rails require it (``rail_only``), ``True``
-        wherever sender and receiver have different local ranks (NCCL's default on rail-optimized
-        fabrics), ``False`` never (``NCCL_PXN_DISABLE=1``). Needs the topology graph.
+        NCCL's PXN in the plan (:mod:`sim.planning.pxn`): ``None`` (NCCL's default,
+        ``NCCL_P2P_PXN_LEVEL=2``) relays the sends of direct plans (AllToAll, Send/Recv, Gather/Scatter)
+        whose peer has another local rank over NVLink to the server-mate with the peer's local rank, and
+        a collective's sends where the fabric's rails require it (``rail_only``); ``True`` relays every
+        plan's sends by the first rule; ``False`` never (``NCCL_PXN_DISABLE=1``). Needs the topology graph.
 
     Raises
     ------

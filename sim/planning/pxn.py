@@ -1,16 +1,30 @@
 """PXN in the plan: a send to a peer on another rail goes over NVLink to the sender's server-mate on the
 peer's rail first, and leaves from that GPU's NIC (NCCL's PXN, 2.12+; ``NCCL_PXN_DISABLE``).
 
+NCCL's rule for point-to-point sends (``ncclTopoGetNetDev``, ``src/graph/search.cc`` at v2.23.4-1, with
+``NCCL_P2P_PXN_LEVEL`` = 2, "use PXN as much as possible to maximize aggregation", the default): a send
+to a remote peer uses the NIC local to the GPU of the sender's node that has the *peer's device index*
+(its local rank), and that GPU is the proxy (relay) when it is joined to the sender by NVLink (path type
+``<= PATH_NVL``: directly or through an NVSwitch) and its NIC is on its PCI switch (``<= PATH_PXB``). The
+receiver always receives on its own NIC (``recvSetup`` in ``src/transport/net.cc``: "We don't support PXN
+on receive yet"). So a send leaves on the receiver's rail whenever the two local ranks differ. NCCL's
+AllToAll, Gather and Scatter are grouped sends and receives and follow the same rule; rings and trees take
+the NIC their search put in the graph (``graph`` branch of ``ncclTopoGetNetDev``), and collsim's rings and
+trees are rail-aligned already. GDR is not a condition of this choice (``ncclTopoCheckGdr`` then decides,
+with the proxy's distance, whether the data path writes GPU memory directly; collsim does not model GDR).
+
 Rails are read from the fabric: a GPU's *rail* is the network component of its NIC's switch (the
 switches connected without passing through a GPU). On ``rail_only`` every rail is its own network, so a
-cross-rail send cannot leave from the sender's NIC at all: the plan relays it (``pxn=None``, the default,
-relays exactly where the rails require it). ``pxn=True`` also relays every send whose peer has another
-local rank, as NCCL does by default on rail-optimized fabrics (rails joined by spines: the send stays on
-the peer's rail switch); ``pxn=False`` leaves the plan alone (the router still detours unreachable flows,
-inside one flow).
+cross-rail send cannot leave from the sender's NIC at all: collective plans are relayed there too.
 
-The relayed transfer becomes two: sender -> relay over NVLink, then relay -> peer over the network, the
-second after the first; what waited for the original waits for the second.
+``PlanOptions.pxn``: ``None`` (default) is NCCL's default: point-to-point plans (``direct``) relay by the
+rule above, collective plans where the rails require it; ``True`` relays every plan's sends by the rule
+above; ``False`` is ``NCCL_PXN_DISABLE=1`` (the router still detours unreachable flows, inside one flow).
+
+The relayed transfer becomes two: sender -> relay over NVLink, then relay -> peer over the network. A
+ring's or tree's chunk is stored and forwarded (the second after the first); a direct plan's message
+streams through the relay (both at once, :func:`apply_pxn`). What waited for the original waits for the
+second, and the second hashes as the sender's own connection (:data:`CONNECTION_STRIDE`).
 """
 
 from __future__ import annotations
@@ -23,11 +37,19 @@ import numpy as np
 
 from sim.planning.plan import LEG_PATH, TransferPlan, excl_cumsum
 
-__all__ = ["apply_pxn", "network_rails", "pxn_relays"]
+__all__ = ["CONNECTION_STRIDE", "apply_pxn", "network_rails", "nvlink_domains", "pxn_relays", "relay_plan",
+           "server_mates"]
 
 _I64 = np.int64
+#: a relayed network leg's channel is ``channel + CONNECTION_STRIDE * (1 + original sender)``: above NCCL's
+#: channel ids (``MAXCHANNELS``, 32 in 2.23, 64 in 2.29), so it names the sender's connection (a channel
+#: keys ECMP hashing only)
+CONNECTION_STRIDE = 64
 _NET_KINDS = frozenset({"leaf", "spine", "core", "rail", "crossbar"})
 _RAILS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_DOMAINS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_SERVERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_NVLINK_KINDS = frozenset({"gpu", "nvswitch"})
 
 
 def network_rails(graph) -> dict[int, int]:
@@ -59,8 +81,72 @@ def network_rails(graph) -> dict[int, int]:
     return out
 
 
+def nvlink_domains(graph) -> dict[int, int]:
+    """NVLink domain of every GPU slot: GPUs joined by NVLink, directly or through NVSwitches; cached.
+
+    NCCL relays a send only through a GPU joined to the sender this way (path type ``<= PATH_NVL``).
+
+    Examples
+    --------
+    >>> import topologies
+    >>> dom = nvlink_domains(topologies.build("rail_optimized", num_gpus=16))
+    >>> dom[0] == dom[7] != dom[8]
+    True
+    """
+    hit = _DOMAINS.get(graph)
+    if hit is not None:
+        return hit
+    nodes = [v for v, d in graph.nodes(data=True) if d.get("kind") in _NVLINK_KINDS]
+    sub = nx.Graph()
+    sub.add_nodes_from(nodes)
+    sub.add_edges_from((a, b) for a, b, d in graph.subgraph(nodes).edges(data=True)
+                       if d.get("kind", "nvlink") == "nvlink")
+    out = {}
+    for cid, comp in enumerate(nx.connected_components(sub)):
+        for v in comp:
+            if str(v).startswith("gpu") and graph.nodes[v].get("kind") == "gpu":
+                out[int(str(v)[3:])] = cid
+    _DOMAINS[graph] = out
+    return out
+
+
+def server_mates(graph, ranks, server: dict[int, int]) -> dict[int, int]:
+    """``server`` extended by every GPU of the topology on the server of one of ``ranks``.
+
+    A Send/Recv plan knows only its two ranks; NCCL's relay is a rank of the communicator on the
+    sender's node, and nccl-tests' ``sendrecv`` (one world communicator) has every GPU of the server in
+    it, so the plan takes the relay among the server's GPUs (a communicator that leaves the relay out
+    would send from the sender's own NIC in NCCL: ``ncclTopoDevToRank`` fails, the local NIC stays).
+
+    Examples
+    --------
+    >>> import topologies
+    >>> mates = server_mates(topologies.build("rail_optimized", num_gpus=16), [7, 8], {7: 0, 8: 1})
+    >>> sorted(mates) == list(range(16)), mates[0], mates[15]
+    (True, 0, 1)
+    """
+    slots = _gpus_by_server(graph)
+    out = dict(server)
+    for r in ranks:
+        for v in slots.get(graph.nodes[f"gpu{r}"].get("server", r), ()):  # no server: a server of its own
+            out.setdefault(v, server[r])
+    return out
+
+
+def _gpus_by_server(graph) -> dict:
+    hit = _SERVERS.get(graph)
+    if hit is None:
+        hit = {}
+        for v, d in graph.nodes(data=True):
+            if d.get("kind") == "gpu" and str(v).startswith("gpu"):
+                slot = int(str(v)[3:])
+                hit.setdefault(d.get("server", slot), []).append(slot)
+        _SERVERS[graph] = hit
+    return hit
+
+
 def pxn_relays(src: np.ndarray, dst: np.ndarray, server: dict[int, int], rail: dict[int, int],
-               local: dict[int, int] | None = None) -> np.ndarray:
+               local: dict[int, int] | None = None, domain: dict[int, int] | None = None) -> np.ndarray:
     """Relay GPU of each transfer (``-1``: none): the sender's server-mate on the receiver's rail.
 
     Parameters
@@ -73,7 +159,11 @@ def pxn_relays(src: np.ndarray, dst: np.ndarray, server: dict[int, int], rail: d
         Rail of every GPU with a NIC (:func:`network_rails`): relay where sender and receiver differ.
     local : dict, optional
         Local rank of every rank: relay instead wherever the local ranks differ, to the server-mate with
-        the receiver's local rank (NCCL's PXN on a rail-optimized fabric, whose rails share spines).
+        the receiver's local rank (NCCL's p2p PXN rule, ``NCCL_P2P_PXN_LEVEL=2``), provided that GPU has a
+        NIC on the receiver's rail.
+    domain : dict, optional
+        NVLink domain of every GPU (:func:`nvlink_domains`): the relay must share the sender's (NCCL's
+        ``PATH_NVL`` condition). Default: any server-mate.
 
     Examples
     --------
@@ -84,24 +174,55 @@ def pxn_relays(src: np.ndarray, dst: np.ndarray, server: dict[int, int], rail: d
     [-1, -1]
     >>> pxn_relays(np.array([0]), np.array([3]), server, {r: 0 for r in range(4)}, {0: 0, 1: 1, 2: 0, 3: 1}).tolist()
     [1]
+    >>> pxn_relays(np.array([0]), np.array([3]), server, {r: 0 for r in range(4)}, {0: 0, 1: 1, 2: 0, 3: 1},
+    ...            domain={0: 0, 1: 5, 2: 1, 3: 1}).tolist()  # no NVLink between GPUs 0 and 1: no relay
+    [-1]
     """
-    key = rail if local is None else local
-    by_server_rail: dict[tuple[int, int], int] = {}
-    for r in sorted(server):
-        if r in key and r in rail:
-            by_server_rail.setdefault((server[r], key[r]), r)
+    src, dst = np.asarray(src, dtype=_I64), np.asarray(dst, dtype=_I64)
     out = np.full(len(src), -1, dtype=_I64)
-    for i, (a, b) in enumerate(zip(np.asarray(src).tolist(), np.asarray(dst).tolist(), strict=True)):
-        if server.get(a) == server.get(b) or a not in key or b not in key or key[a] == key[b]:
-            continue
-        relay = by_server_rail.get((server[a], key[b]), -1)
-        if relay >= 0 and relay != a and rail.get(relay) == rail.get(b, rail.get(relay)):
-            out[i] = relay
+    key = rail if local is None else local
+    cand = np.array(sorted(r for r in server if r in key and r in rail), dtype=_I64)
+    if not len(src) or not len(cand):
+        return out
+    size = int(max(max(server), src.max(), dst.max())) + 1
+    srv, ky, rl = _lookup(server, size), _lookup(key, size), _lookup(rail, size)
+    # the lowest rank of each (server, key) with a NIC: np.unique keeps the first of the sorted candidates
+    width = int(ky.max()) + 1
+    codes, first = np.unique(srv[cand] * width + ky[cand], return_index=True)
+    sa, sb, ka, kb = srv[src], srv[dst], ky[src], ky[dst]
+    ok = (sa >= 0) & (sb >= 0) & (sa != sb) & (ka >= 0) & (kb >= 0) & (ka != kb)
+    want = np.where(ok, sa * width + kb, -1)
+    pos = np.minimum(np.searchsorted(codes, want), len(codes) - 1)
+    relay = cand[first[pos]]
+    ok &= (codes[pos] == want) & (relay != src)
+    # the relay's NIC must be on the receiver's rail (the receiver's own when it has one)
+    ok &= rl[relay] == np.where(rl[dst] >= 0, rl[dst], rl[relay])
+    if domain is not None:
+        dom = _lookup(domain, size)
+        ok &= (dom[relay] >= 0) & (dom[relay] == dom[src])
+    out[ok] = relay[ok]
     return out
 
 
-def apply_pxn(plan: TransferPlan, relay: np.ndarray) -> TransferPlan:
+def _lookup(mapping: dict[int, int], size: int) -> np.ndarray:
+    """``mapping`` as an array over ranks ``0 .. size-1`` (``-1`` where absent)."""
+    out = np.full(size, -1, dtype=_I64)
+    if mapping:
+        k = np.fromiter(mapping.keys(), dtype=_I64, count=len(mapping))
+        v = np.fromiter(mapping.values(), dtype=_I64, count=len(mapping))
+        keep = (k >= 0) & (k < size)
+        out[k[keep]] = v[keep]
+    return out
+
+
+def apply_pxn(plan: TransferPlan, relay: np.ndarray, pipelined: bool = False) -> TransferPlan:
     """``plan`` with every transfer ``i`` with ``relay[i] >= 0`` split into src -> relay -> dst.
+
+    By default the network leg waits for the NVLink leg (store and forward: a ring's chunk). With
+    ``pipelined`` both legs start together and pay the transfer's delay (a direct plan's whole message:
+    NCCL's proxy on the relay sends each 128 KiB chunk, ``NCCL_P2P_NET_CHUNKSIZE``, as it arrives, so the
+    message streams through the relay; the one-chunk lag is not modelled). Either way, what waited for
+    the original waits for the network leg.
 
     Examples
     --------
@@ -111,6 +232,9 @@ def apply_pxn(plan: TransferPlan, relay: np.ndarray) -> TransferPlan:
     >>> q = apply_pxn(p, np.array([1]))
     >>> q.src.tolist(), q.dst.tolist(), q.dep_idx.tolist(), q.delay_s.tolist()
     ([0, 1], [1, 3], [0], [1e-06, 0.0])
+    >>> q = apply_pxn(p, np.array([1]), pipelined=True)
+    >>> q.src.tolist(), q.dst.tolist(), q.dep_ptr.tolist(), q.delay_s.tolist()
+    ([0, 1], [1, 3], [0, 0, 0], [1e-06, 1e-06])
     """
     relay = np.asarray(relay, dtype=_I64)
     hop = relay >= 0
@@ -122,16 +246,23 @@ def apply_pxn(plan: TransferPlan, relay: np.ndarray) -> TransferPlan:
     m = n + int(hop.sum())
     old_cnt = np.diff(plan.dep_ptr)
     cnt = np.zeros(m, dtype=_I64)
-    cnt[pos] = np.where(hop, 1, old_cnt)
+    cnt[pos] = old_cnt if pipelined else np.where(hop, 1, old_cnt)
     cnt[first] = old_cnt[hop]
     ptr = excl_cumsum(cnt)
     dep = np.empty(int(ptr[-1]), dtype=_I64)
-    owner = np.where(hop, np.zeros(n, _I64), pos)  # where the original dependencies go
-    owner[hop] = first
-    rows = np.repeat(owner, old_cnt)
     k = np.arange(len(plan.dep_idx), dtype=_I64) - np.repeat(plan.dep_ptr[:-1], old_cnt)
-    dep[ptr[rows] + k] = pos[plan.dep_idx]
-    dep[ptr[pos[hop]]] = first
+    targets = pos[plan.dep_idx]
+    if pipelined:  # both legs wait for what the original waited for
+        dep[ptr[np.repeat(pos, old_cnt)] + k] = targets
+        firsts = np.zeros(n, dtype=_I64)
+        firsts[hop] = first
+        mine = np.repeat(hop, old_cnt)
+        dep[ptr[np.repeat(firsts, old_cnt)[mine]] + k[mine]] = targets[mine]
+    else:
+        owner = pos.copy()  # where the original dependencies go: the first leg of a relayed transfer
+        owner[hop] = first
+        dep[ptr[np.repeat(owner, old_cnt)] + k] = targets
+        dep[ptr[pos[hop]]] = first
 
     def spread(a, second=None, first_value=None):
         out = np.empty(m, dtype=np.asarray(a).dtype)
@@ -140,8 +271,43 @@ def apply_pxn(plan: TransferPlan, relay: np.ndarray) -> TransferPlan:
         return out
 
     leg = plan.leg if plan.leg is not None else np.full(n, LEG_PATH, np.int8)
+    # the network leg is the sender's own connection at the relay's proxy (one per sender and channel): its
+    # channel, which keys its ECMP hash, says whose it is, so the relayed sends of different senders to one
+    # peer do not all hash alike
+    connection = np.asarray(plan.channel, _I64) + CONNECTION_STRIDE * (1 + np.asarray(plan.src, _I64))
     return dataclasses.replace(
         plan, src=spread(plan.src, relay.astype(plan.src.dtype)), dst=spread(plan.dst, None, relay[hop].astype(plan.dst.dtype)),
-        bytes=spread(plan.bytes), channel=spread(plan.channel), delay_s=spread(plan.delay_s, 0.0),
+        bytes=spread(plan.bytes), channel=spread(plan.channel, connection.astype(plan.channel.dtype)),
+        delay_s=spread(plan.delay_s) if pipelined else spread(plan.delay_s, 0.0),
         dep_ptr=ptr, dep_idx=dep, step=None if plan.step is None else spread(plan.step),
         chunk=None if plan.chunk is None else spread(plan.chunk), leg=spread(leg))
+
+
+def relay_plan(plan: TransferPlan, server: dict[int, int], graph, mode: bool | None) -> TransferPlan:
+    """``plan`` with PXN relays where ``mode`` (``PlanOptions.pxn``) and the fabric ask for them.
+
+    Point-to-point plans (``direct``) follow NCCL's p2p rule (``NCCL_P2P_PXN_LEVEL=2``) unless ``mode``
+    is False, every plan does with ``mode=True``; otherwise, and where that rule finds no relay, a send
+    is relayed only where the rails require it. Relays are taken among the ranks of ``server`` (rank ->
+    server); without a graph, or on one server, the plan is returned as it is.
+
+    Examples
+    --------
+    >>> import topologies
+    >>> g = topologies.build("leaf_spine", num_gpus=16)
+    >>> p = TransferPlan(src=np.array([7], np.int32), dst=np.array([8], np.int32), bytes=np.array([8.0]),
+    ...                  channel=np.zeros(1, np.int32), delay_s=np.zeros(1), dep_ptr=np.array([0, 0]),
+    ...                  dep_idx=np.zeros(0, np.int64), algo="direct", proto="Simple")
+    >>> server = {r: r // 8 for r in range(16)}
+    >>> relay_plan(p, server, g, None).src.tolist(), relay_plan(p, server, g, False).src.tolist()
+    ([7, 0], [7])
+    """
+    if mode is False or graph is None or len(plan) == 0 or len(set(server.values())) < 2:
+        return plan
+    rails = network_rails(graph)
+    relay = pxn_relays(plan.src, plan.dst, server, rails)   # where the rails require it
+    if mode or plan.algo == "direct":
+        local = {r: int(graph.nodes[f"gpu{r}"].get("local_rank", 0)) for r in server}
+        p2p = pxn_relays(plan.src, plan.dst, server, rails, local, nvlink_domains(graph))
+        relay = np.where(p2p >= 0, p2p, relay)
+    return apply_pxn(plan, relay, pipelined=plan.algo == "direct")

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import topologies
-from sim.analytical.plans import alltoall_plan, servers_of
+from sim.analytical.plans import alltoall_plan, plan_op, servers_of
 from sim.planning.collectives import plan_collective
 
 
@@ -20,8 +20,16 @@ def test_alltoall_plan_equals_the_planner(n, gps, parts, seed, hi, uniform):
     ranks = np.sort(rng.choice(16, size=n, replace=False)).astype(np.int64)
     split = None if uniform else rng.integers(0, hi + 1, size=(n, n))
     nbytes = float(hi)
-    ref = plan_collective("AllToAll", nbytes, ranks, split_bytes=split, graph=graph, channels=parts)
+    ref = plan_collective("AllToAll", nbytes, ranks, split_bytes=split, graph=graph, channels=parts, pxn=False)
     got = alltoall_plan(nbytes, ranks, split, servers_of(graph, ranks), parts)
+    _same(got, ref)
+    # the tier's plan carries the planner's PXN relays (NCCL's p2p rule) too
+    rec = {"kind": "coll", "op": "AllToAll", "rank_bytes": nbytes, "members": ranks, "root": -1, "comm": "c"}
+    _same(plan_op(rec, split, "auto", graph, {}, {"channels": parts}),
+          plan_collective("AllToAll", nbytes, ranks, split_bytes=split, graph=graph, channels=parts))
+
+
+def _same(got, ref):
     assert (got.algo, got.proto) == (ref.algo, ref.proto)
     for name in ("src", "dst", "bytes", "channel", "delay_s", "dep_ptr", "dep_idx"):
         a, b = getattr(got, name), getattr(ref, name)

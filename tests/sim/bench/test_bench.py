@@ -80,6 +80,17 @@ def test_sendrecv_trace_is_a_ring_of_pairs():
     assert sorted(zip(sends["rank"], sends["root"], strict=True)) == [(0, 1), (1, 2), (2, 3), (3, 0)]
 
 
+def test_sendrecv_sizes_are_timed_apart():
+    """nccl-tests barriers before each size: two equal sendrecv sizes take the same time, that of the
+    slowest pair (a server boundary: PXN relays it to the receiver's rail, then one NIC at line rate)."""
+    g = topologies.build("rail_optimized", num_gpus=8, gpus_per_server=4)
+    t = run_bench("Send", g, [16 << 20, 16 << 20])
+    assert t["time"].iloc[0] == pytest.approx(t["time"].iloc[1], rel=1e-9)
+    nic = topologies.schema.DEFAULT_LINK_GBPS * 1e9 / 8
+    ideal = (16 << 20) / nic + tuning.p2p_latency_s("Simple", True)
+    assert ideal <= t["time"].iloc[0] * 1e-6 <= ideal * 1.02
+
+
 def test_bench_forced_protocol_and_bad_values():
     g = topologies.build("rail_optimized", num_gpus=8)
     t = run_bench("AllGather", g, [1 << 20], proto="LL")

@@ -11,7 +11,7 @@ import topologies
 from sim.errors import SimError
 from sim.planning.collectives import plan_collective
 from sim.planning.options import PlanOptions
-from sim.planning.pxn import network_rails
+from sim.planning.pxn import CONNECTION_STRIDE, apply_pxn, network_rails
 
 
 def split(plan, gps):
@@ -34,28 +34,88 @@ def test_rail_only_alltoall_leaves_every_server_on_the_receivers_rail(servers, g
     local = sum(1 for a in range(n) for b in range(n) if a != b and a // gps == b // gps)
     assert plan.bytes[inter].sum() == pytest.approx((cross + same_rail) * size)
     assert plan.bytes[nvl].sum() == pytest.approx((cross + local) * size)
-    # a relayed network hop waits for its NVLink hop from the same sender's server
-    rows = np.repeat(np.arange(len(plan)), np.diff(plan.dep_ptr))
-    assert np.all(plan.dep_idx < rows)
-    for i in np.flatnonzero(inter & (np.diff(plan.dep_ptr) > 0)):
-        (j,) = plan.dep_idx[plan.dep_ptr[i]:plan.dep_ptr[i + 1]]
-        assert plan.dst[j] == plan.src[i] and plan.src[j] // gps == plan.src[i] // gps
+    # a direct plan's relayed message streams through the relay: both legs start at once, with its delay
+    assert len(plan.dep_idx) == 0
+    lead = np.flatnonzero(nvl[:-1] & inter[1:] & (plan.dst[:-1] == plan.src[1:]))  # NVLink leg, then its network leg
+    assert len(lead) == cross * parts
+    assert np.array_equal(plan.bytes[lead], plan.bytes[lead + 1])
+    assert np.array_equal(plan.delay_s[lead], plan.delay_s[lead + 1])
+
+
+@settings(max_examples=10, deadline=None)
+@given(st.integers(3, 4), st.sampled_from([2, 4]), st.integers(0, 2 ** 16), st.booleans())
+def test_apply_pxn_keeps_every_dependency(servers, gps, seed, pipelined):
+    """Relaying any subset of a pipelined DAG's transfers keeps the topological order and every original
+    dependency (on the network leg), doubles exactly the relayed bytes, and in the pipelined form lets both
+    legs wait for what the original waited for."""
+    n = servers * gps
+    g = topologies.build("rail_optimized", num_gpus=n, gpus_per_server=gps)
+    plan = plan_collective("AllReduce", 1 << 20, range(n), graph=g, algo="tree", pxn=False)
+    rng = np.random.default_rng(seed)
+    relay = np.where(rng.random(len(plan)) < 0.3, rng.integers(0, n, len(plan)), -1)
+    q = apply_pxn(plan, relay, pipelined=pipelined)
+    hop = relay >= 0
+    pos = np.arange(len(plan)) + np.cumsum(hop)
+    assert len(q) == len(plan) + hop.sum() and q.total_bytes == pytest.approx(plan.total_bytes + plan.bytes[hop].sum())
+    rows = np.repeat(np.arange(len(q)), np.diff(q.dep_ptr))
+    assert np.all(q.dep_idx < rows)
+    for i in range(len(plan)):
+        want = sorted(pos[plan.dep_idx[plan.dep_ptr[i]:plan.dep_ptr[i + 1]]].tolist())
+        got = sorted(q.dep_idx[q.dep_ptr[pos[i]]:q.dep_ptr[pos[i] + 1]].tolist())
+        if hop[i]:
+            first = pos[i] - 1
+            legs = (q.src[first], q.dst[first], q.src[pos[i]], q.dst[pos[i]])
+            assert legs == (plan.src[i], relay[i], relay[i], plan.dst[i])
+            lead = sorted(q.dep_idx[q.dep_ptr[first]:q.dep_ptr[first + 1]].tolist())
+            assert lead == want and got == (want if pipelined else [first])
+            assert q.delay_s[pos[i]] == (plan.delay_s[i] if pipelined else 0.0)
+            # the network leg hashes as the sender's own connection at the relay
+            assert q.channel[pos[i]] == plan.channel[i] + CONNECTION_STRIDE * (1 + plan.src[i])
+            assert q.channel[first] == plan.channel[i]
+        else:
+            assert got == want
 
 
 def test_pxn_modes():
     only = topologies.build("rail_only", num_gpus=16)
     opt = topologies.build("rail_optimized", num_gpus=16)
-    base = len(plan_collective("AllToAll", 1 << 20, range(16), graph=opt))
+    base = len(plan_collective("AllToAll", 1 << 20, range(16), graph=opt, pxn=False))
+    assert base == 16 * 15
     assert len(plan_collective("AllToAll", 1 << 20, range(16), graph=only)) == base + 2 * 8 * 7  # 112 relays
     assert len(plan_collective("AllToAll", 1 << 20, range(16), graph=only, pxn=False)) == base
-    forced = plan_collective("AllToAll", 1 << 20, range(16), graph=opt, pxn=True)  # NCCL's default PXN
-    inter, _ = split(forced, 8)
-    assert len(forced) == base + 112 and np.all(forced.src[inter] % 8 == forced.dst[inter] % 8)
+    for mode in (None, True):  # NCCL's default PXN (NCCL_P2P_PXN_LEVEL=2) relays on rail_optimized too
+        forced = plan_collective("AllToAll", 1 << 20, range(16), graph=opt, pxn=mode)
+        inter, _ = split(forced, 8)
+        assert len(forced) == base + 112 and np.all(forced.src[inter] % 8 == forced.dst[inter] % 8)
     # rail-aligned rings need no relay, even where the rails require it
     ring = plan_collective("AllReduce", 1 << 24, range(16), graph=only, algo="ring")
     assert len(ring) == len(plan_collective("AllReduce", 1 << 24, range(16), graph=opt, algo="ring"))
+    assert len(ring) == len(plan_collective("AllReduce", 1 << 24, range(16), graph=opt, algo="ring", pxn=False))
     rails = network_rails(only)
     assert len(set(rails.values())) == 8 and len(set(network_rails(opt).values())) == 1
+
+
+@pytest.mark.parametrize("preset", ["fat_tree", "leaf_spine", "rail_optimized", "rail_only"])
+def test_sendrecv_leaves_on_the_receivers_rail_on_every_preset(preset):
+    """nccl-tests' sendrecv crosses each server boundary as GPU 7 -> GPU 0 of the next server: NCCL sends it
+    from the NIC of the sender's server-mate with the receiver's local rank (search.cc, PXN level 2),
+    although the Send's communicator in the plan is the pair only."""
+    g = topologies.build(preset, num_gpus=16)
+    plan = plan_collective("Send", 1 << 20, [7, 8], graph=g)
+    assert plan.src.tolist() == [7, 0] and plan.dst.tolist() == [0, 8]
+    assert len(plan.dep_idx) == 0 and plan.bytes.tolist() == [1 << 20] * 2  # streamed through the relay
+    assert plan.delay_s[0] == plan.delay_s[1] > 0
+    # same local rank: no relay; NCCL_PXN_DISABLE=1: none
+    assert plan_collective("Send", 1 << 20, [3, 11], graph=g).src.tolist() == [3]
+    assert plan_collective("Send", 1 << 20, [7, 8], graph=g, pxn=False).src.tolist() == [7]
+
+
+def test_no_relay_without_nvlink_to_it():
+    """NCCL relays only through a GPU joined to the sender by NVLink (PATH_NVL)."""
+    g = topologies.build("rail_optimized", num_gpus=16)
+    g.remove_edge("gpu0", "nvs0")
+    assert plan_collective("Send", 1 << 20, [7, 8], graph=g).src.tolist() == [7]
+    assert plan_collective("Send", 1 << 20, [7, 9], graph=g).src.tolist() == [7, 1]
 
 
 def test_pxn_option_is_checked():
