@@ -8,9 +8,11 @@ gives the same arrays (tested). It holds the GIL while it runs (``pycc`` has no 
 :mod:`traces.formats.nccl.scan_numba` runs it on the calling thread.
 
 The module is built once per kernel source (:func:`build`: ``python -m traces.formats.nccl.kernel_aot``;
-numba, setuptools and a C compiler needed then, ~20-50 s); its name carries a hash of the sources it
-was compiled from (:func:`module_key`), so an edited kernel never loads a stale build. Where it is missing,
-the JIT kernel is used as before.
+numba, setuptools and a C compiler needed then, ~10 s of CPU); ``simrun ingest`` starts that build in a
+detached low-priority process after an ingest that had to load numba's JIT kernel
+(:func:`build_in_background`; ``COLLSIM_KERNEL_BUILD=0`` turns it off). Its name carries a hash of the
+sources it was compiled from (:func:`module_key`), so an edited kernel never loads a stale build. Where it is
+missing, the JIT kernel is used as before.
 
 Examples
 --------
@@ -27,12 +29,14 @@ import os
 import sys
 import sysconfig
 import tempfile
+import time
 from pathlib import Path
 from types import ModuleType
 
 import numpy as np
 
-__all__ = ["ENTRY_POINTS", "build", "build_dirs", "load", "module_key", "module_name"]
+__all__ = ["BUILD_ENV", "DIR_ENV", "ENTRY_POINTS", "build", "build_dirs", "build_in_background", "load", "module_key",
+           "module_name"]
 
 #: The functions of :mod:`traces.formats.nccl.kernel_numba` the module exports (the callers' whole use).
 ENTRY_POINTS = ("scan_chunk", "span_hashes", "spans_equal")
@@ -41,6 +45,10 @@ _HERE = Path(__file__).resolve().parent
 _SOURCES = ("kernel_numba.py", "kernel_cols.py", "layout.py")
 #: Environment variable naming a folder to build into and load from before the default ones.
 DIR_ENV = "COLLSIM_KERNEL_DIR"
+#: Environment variable: "0" keeps :func:`build_in_background` from starting a build.
+BUILD_ENV = "COLLSIM_KERNEL_BUILD"
+#: A lock file older than this is a builder that died (a build takes well under a minute of CPU).
+_STALE_LOCK_S = 3600.0
 #: Result of :func:`load` in this process (False: looked for and not found).
 _LOADED: dict[str, ModuleType | bool] = {}
 
@@ -143,6 +151,50 @@ def build(folder: Path | None = None) -> Path:
     return out
 
 
+def build_in_background() -> bool:
+    """Start :func:`build` in a detached, low-priority process when this process uses numba's JIT kernel
+    (it was imported) and no module is built for the current sources, so the next process loads in ~1 ms
+    what this one loaded in ~0.7 s. A lock file beside the module keeps it to one builder at a time.
+
+    Returns
+    -------
+    bool
+        Whether a build was started.
+    """
+    if os.environ.get(BUILD_ENV, "1") == "0" or "traces.formats.nccl.kernel_numba" not in sys.modules:
+        return False
+    if load() is not None or importlib.util.find_spec("numba.pycc") is None:
+        return False
+    try:
+        folder = _writable(build_dirs())
+    except OSError:
+        return False
+    lock = folder / f".{module_name()}.lock"
+    try:
+        fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+    except FileExistsError:
+        try:
+            if time.time() - lock.stat().st_mtime < _STALE_LOCK_S:
+                return False  # another process is building it
+            lock.unlink()
+            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except OSError:
+            return False
+    except OSError:
+        return False
+    os.close(fd)
+    import subprocess
+
+    try:  # the package root as working folder: `-m` then imports these very sources
+        subprocess.Popen([sys.executable, "-m", "traces.formats.nccl.kernel_aot", str(folder), "--lock", str(lock)],
+                         cwd=_HERE.parents[2], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL, start_new_session=True)
+    except OSError:
+        lock.unlink(missing_ok=True)
+        return False
+    return True
+
+
 def _writable(dirs: list[Path]) -> Path:
     for folder in dirs:
         try:
@@ -154,5 +206,21 @@ def _writable(dirs: list[Path]) -> Path:
     raise OSError(f"no writable folder for the compiled kernel among {', '.join(map(str, dirs))}")
 
 
-if __name__ == "__main__":  # python -m traces.formats.nccl.kernel_aot [FOLDER]
-    print(build(Path(sys.argv[1]) if len(sys.argv) > 1 else None))
+def _main(argv: list[str]) -> None:
+    """``python -m traces.formats.nccl.kernel_aot [FOLDER] [--lock FILE]``: build, print the path (``--lock``:
+    a background build at low priority, which removes its lock file when done)."""
+    lock = None
+    if "--lock" in argv:
+        k = argv.index("--lock")
+        lock = Path(argv[k + 1])
+        argv = argv[:k] + argv[k + 2:]
+        os.nice(10)
+    try:
+        sys.stdout.write(f"{build(Path(argv[0]) if argv else None)}\n")
+    finally:
+        if lock is not None:
+            lock.unlink(missing_ok=True)
+
+
+if __name__ == "__main__":
+    _main(sys.argv[1:])
