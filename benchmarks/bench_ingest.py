@@ -298,7 +298,7 @@ def main() -> None:
     print(f"speed-up (median): {med['plain re reader'] / med['read_nccl_logs']:.2f}x "
           f"(engine {args.engine}; compiled kernel used: {nccl_log_scan.use_jit(log.stat().st_size)}, ahead-of-time "
           f"build loaded: {kernel_aot.load() is not None})")
-    fresh = [name for name in cpu if any(cpu[name])]
+    fresh = [name for name, fn in readers if fn in (plain_fresh, cli) or name == "ingest, before"]
     if fresh:  # CPU time is what a loaded machine distorts least (wall time waits for the other users)
         print("new processes, CPU s (user + system, median): " + ", ".join(
             f"{name} {statistics.median(cpu[name]):.2f}" for name in fresh))
