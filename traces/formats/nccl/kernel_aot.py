@@ -170,6 +170,8 @@ def build_in_background() -> bool:
     except OSError:
         return False
     lock = folder / f".{module_name()}.lock"
+    if lock.with_suffix(".failed").exists():  # a build of these sources failed here: not again at every run
+        return False
     try:
         fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
     except FileExistsError:
@@ -208,7 +210,8 @@ def _writable(dirs: list[Path]) -> Path:
 
 def _main(argv: list[str]) -> None:
     """``python -m traces.formats.nccl.kernel_aot [FOLDER] [--lock FILE]``: build, print the path (``--lock``:
-    a background build at low priority, which removes its lock file when done)."""
+    a background build at low priority, which removes its lock file when done and leaves ``.failed`` beside
+    it when the build fails)."""
     lock = None
     if "--lock" in argv:
         k = argv.index("--lock")
@@ -217,6 +220,10 @@ def _main(argv: list[str]) -> None:
         os.nice(10)
     try:
         sys.stdout.write(f"{build(Path(argv[0]) if argv else None)}\n")
+    except Exception as exc:
+        if lock is not None:  # remembered, so later runs do not start the same failing build
+            lock.with_suffix(".failed").write_text(f"{type(exc).__name__}: {exc}\n")
+        raise
     finally:
         if lock is not None:
             lock.unlink(missing_ok=True)

@@ -104,6 +104,9 @@ def test_background_build_starts_once(tmp_path, monkeypatch):
     os.utime(lock, (old, old))
     assert kernel_aot.build_in_background() and len(started) == 2
     lock.unlink()
+    lock.with_suffix(".failed").write_text("CompileError: no compiler\n")  # a failed build is not retried
+    assert not kernel_aot.build_in_background() and len(started) == 2
+    lock.with_suffix(".failed").unlink()
     monkeypatch.setenv(kernel_aot.BUILD_ENV, "0")
     assert not kernel_aot.build_in_background() and len(started) == 2
 
@@ -117,7 +120,7 @@ def test_serial_scan_equals_threaded_scan(monkeypatch, tmp_path):
     monkeypatch.setattr(nccl_log_scan, "ENGINE", "jit")
     monkeypatch.setattr(nccl_log_scan, "CHUNK_BYTES", 512)  # many chunks: the threads run ahead
     big = tmp_path / "all.log"
-    big.write_bytes(b"".join(p.read_bytes() for p in LOGS))
+    big.write_bytes(b"".join(p.read_bytes() for p in LOGS[:5]))
     seen = {}
     real = scan_numba.scan_chunks
     for threads in (0, 2):
@@ -178,3 +181,17 @@ def test_build_from_scratch_matches_the_jit_kernel(tmp_path, monkeypatch):
     for path in LOGS:
         a = _chunk(path)
         assert _same_kernel_output(aot.scan_chunk(a), kernel_numba.scan_chunk(a)), path.name
+
+
+def test_a_failed_background_build_is_remembered_and_its_lock_dropped(tmp_path, monkeypatch):
+    lock = tmp_path / ".nccl_kernel_x.lock"
+    lock.write_text("")
+    monkeypatch.setattr(kernel_aot.os, "nice", lambda n: 0)
+
+    def fail(folder):
+        raise RuntimeError("no C compiler")
+
+    monkeypatch.setattr(kernel_aot, "build", fail)
+    with pytest.raises(RuntimeError):
+        kernel_aot._main([str(tmp_path), "--lock", str(lock)])
+    assert not lock.exists() and "no C compiler" in lock.with_suffix(".failed").read_text()
