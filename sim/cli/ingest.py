@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import click
@@ -47,6 +48,17 @@ def command(files: tuple[Path, ...], output: Path, fmt: str, strict: bool) -> No
     click.echo(f"{output}: {n_rows} rows, {n_ranks} ranks, {len(meta.get('comms', {}))} comms "
                f"[{meta.get('source', fmt)}]; {_report(meta.get('ingest', {})).summary()}"
                + "".join(f"; {n}" for n in meta.get("notes", []) if n.startswith("skipped ") and "not traces" in n))
+    _build_kernel_later(total_bytes)
+
+
+def _build_kernel_later(total_bytes: float) -> None:
+    """After an NCCL-log ingest large enough for the compiled reader that loaded numba's JIT kernel (~0.7 s
+    of CPU per process), build the kernel that loads without numba, in the background, for the next run."""
+    scan = sys.modules.get("traces.formats.nccl.scan")
+    if scan is not None and total_bytes >= scan.JIT_MIN_BYTES:
+        from traces.formats.nccl.kernel_aot import build_in_background
+
+        build_in_background()
 
 
 def _report(stored: dict) -> IngestReport:

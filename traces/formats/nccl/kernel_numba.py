@@ -13,13 +13,58 @@ the first run after an install pays the compile time.
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 from numba import njit
 from numba import types as nt
 
-from traces.formats.nccl import layout as L
-
-NO_TS = np.iinfo(np.int64).min
+# The matrices' columns and the op codes live in a module without numba, for the ahead-of-time build
+# (traces.formats.nccl.kernel_aot), whose callers never import numba; re-exported here.
+from traces.formats.nccl.kernel_cols import (  # noqa: F401
+    C_COLS,
+    C_COUNT,
+    C_DEV,
+    C_DT,
+    C_GRANK,
+    C_HE,
+    C_HS,
+    C_LE,
+    C_LINE,
+    C_LS,
+    C_NRANKS,
+    C_OE,
+    C_OK,
+    C_OP,
+    C_OS,
+    C_PID,
+    C_ROOT,
+    C_TID,
+    C_TS,
+    NO_TS,
+    OP_LIST,
+    OP_NAMES,
+    T_AE,
+    T_AS,
+    T_COLS,
+    T_DEV,
+    T_HE,
+    T_HS,
+    T_LE,
+    T_LINE,
+    T_LS,
+    T_NBYTES,
+    T_OE,
+    T_OK,
+    T_OP,
+    T_OS,
+    T_PE,
+    T_PID,
+    T_PS,
+    T_TID,
+    T_TS,
+)
+from traces.formats.nccl.kernel_cols import distinct_spans as spans_of
 # Explicit signatures: one machine-code version per helper (numba would otherwise compile one per literal
 # argument it sees, which tripled the first-run compile time).
 _A = nt.Array(nt.uint8, 1, "C", readonly=True)  # the chunk's bytes (and the literal tables)
@@ -31,8 +76,6 @@ _U64 = nt.Array(nt.uint64, 2, "C")
 _SP = nt.Array(nt.int64, 1, "C")
 _B = nt.boolean
 #: Op names the COLL/TUNING fast path accepts, as a (names x width) byte matrix (code = row index).
-OP_LIST = list(L.NCCL_OPS)
-OP_NAMES = np.array(OP_LIST, dtype=object)
 _OP_W = max(len(n) for n in OP_LIST)
 OP_MAT = np.zeros((len(OP_LIST), _OP_W), dtype=np.uint8)
 OP_LEN = np.array([len(n) for n in OP_LIST], dtype=np.int64)
@@ -243,16 +286,6 @@ def _prefix(a, ls, body, out, i, col):
             out[i, col + 5] = ls
             out[i, col + 6] = s2
     return True
-
-
-#: Columns of the integer COLL matrix returned by :func:`scan_chunk`.
-C_LINE, C_LS, C_LE, C_OK, C_OP, C_COUNT, C_DT, C_ROOT, C_NRANKS, C_GRANK = range(10)
-C_PID, C_TID, C_HS, C_HE, C_TS, C_OS, C_OE, C_DEV = range(10, 18)
-C_COLS = 18
-#: Columns of the integer TUNING matrix.
-T_LINE, T_LS, T_LE, T_OK, T_OP, T_NBYTES, T_AS, T_AE, T_PS, T_PE = range(10)
-T_PID, T_TID, T_HS, T_HE, T_TS, T_OS, T_OE, T_DEV = range(10, 18)
-T_COLS = 18
 
 
 @njit(_B(_A, _I, _I, _I, _OUT, _U64, _I, _SP), cache=True, nogil=True)
@@ -526,7 +559,8 @@ def spans_equal(a, s1, e1, s2, e2):
 
 
 def distinct_spans(a: np.ndarray, buf: bytes, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, list[bytes]]:
-    """Codes and distinct byte strings of the spans [start, end) of a chunk (one Python object per value).
+    """Codes and distinct byte strings of the spans [start, end) of a chunk (one Python object per value),
+    hashed by this module's :func:`span_hashes` (:func:`traces.formats.nccl.kernel_cols.distinct_spans`).
 
     Examples
     --------
@@ -535,18 +569,7 @@ def distinct_spans(a: np.ndarray, buf: bytes, start: np.ndarray, end: np.ndarray
     >>> codes.tolist(), uniq
     ([0, 1, 0], [b'ab', b'cd'])
     """
-    import pandas as pd
-
-    if not len(start):
-        return np.empty(0, dtype=np.int64), []
-    codes, _ = pd.factorize(span_hashes(a, start, end))
-    first = np.zeros(int(codes.max()) + 1, dtype=np.int64)
-    first[codes[::-1]] = np.arange(len(codes) - 1, -1, -1)
-    if not spans_equal(a, start, end, start[first][codes], end[first][codes]):  # a 64-bit hash collision
-        codes, uniq = pd.factorize(np.array([buf[s:e] for s, e in zip(start.tolist(), end.tolist(), strict=True)],
-                                            dtype=object))
-        return codes, list(uniq)
-    return codes, [buf[s:e] for s, e in zip(start[first].tolist(), end[first].tolist(), strict=True)]
+    return spans_of(sys.modules[__name__], a, buf, start, end)
 
 
 __all__ = ["C_COLS", "C_COUNT", "C_DEV", "C_DT", "C_GRANK", "C_HE", "C_HS", "C_LE", "C_LINE", "C_LS",

@@ -20,12 +20,14 @@ import zlib
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from traces.formats.files import compression_of, open_binary
+from traces.formats.nccl import kernel_aot
 from traces.formats.nccl import kernel_numpy as F
 from traces.formats.nccl import layout as L
 from traces.formats.nccl import torn as T
@@ -76,25 +78,34 @@ def _finish_columns(parts: list[dict[str, Any]]) -> dict[str, np.ndarray]:
 
 #: Files at least this large are scanned by ``WORKERS`` processes, each over its own byte range.
 PARALLEL_BYTES = 48 << 20
-#: Chunk reader: "auto" (see :func:`use_jit`), "jit" (compiled kernel) or "numpy".
+#: Chunk reader: "auto" (see :func:`use_jit`), "jit" (numba's JIT kernel), "aot" (the same kernel built ahead of
+#: time, :mod:`traces.formats.nccl.kernel_aot`; it must be built) or "numpy".
 ENGINE = "auto"
 JIT_MIN_BYTES = 64 << 20
 WORKERS = 1  # measured: 2 processes were slower than 1 on the shared 2-core machine (see docs)
 
 
 def use_jit(total_bytes: int) -> bool:
-    """Whether to scan with the compiled kernel: numba is installed and either it is already loaded in this
-    process or the input is at least ``JIT_MIN_BYTES``. Importing numba and loading the cached machine code
-    cost ~1.2 s per process and the kernel saves ~20 ms per MB over the numpy path (measured on the ingest
-    benchmark), so a new process breaks even near 60 MB. ``ENGINE`` forces a choice."""
+    """Whether to scan with the compiled kernel: numba's JIT kernel is already loaded in this process, or the
+    input is at least ``JIT_MIN_BYTES`` and the kernel is there (built ahead of time, else numba installed).
+    Importing numba and loading the cached machine code cost ~1.2 s per process and the kernel saves ~20 ms
+    per MB over the numpy path (measured on the ingest benchmark), so a new process breaks even near 60 MB.
+    ``ENGINE`` forces a choice; :func:`compiled_kernel` says which compiled kernel runs."""
     if ENGINE == "numpy":
         return False
     if ENGINE == "jit":
         _import_kernel()
         return True
+    if ENGINE == "aot":
+        compiled_kernel()
+        return True
     if "traces.formats.nccl.kernel_numba" in sys.modules:
         return True
-    if total_bytes < JIT_MIN_BYTES or importlib.util.find_spec("numba") is None:
+    if total_bytes < JIT_MIN_BYTES:
+        return False
+    if kernel_aot.load() is not None:
+        return True
+    if importlib.util.find_spec("numba") is None:
         return False
     try:  # a broken numba install (or a platform it cannot compile for) leaves the numpy path
         _import_kernel()
@@ -106,6 +117,27 @@ def use_jit(total_bytes: int) -> bool:
 #: What numba imports, once per process, to learn whether BLAS is there (scipy.linalg: ~0.6 s of CPU, a
 #: fifth of a fresh ``simrun ingest``'s start). The kernel uses no BLAS.
 _BLAS_PROBE = "scipy.linalg.cython_blas"
+
+
+def compiled_kernel() -> ModuleType:
+    """The compiled kernel a scan with ``jit`` runs: the ahead-of-time build of the current sources when there
+    is one (:func:`traces.formats.nccl.kernel_aot.load`: no numba imported), else numba's JIT kernel;
+    ``ENGINE = "jit"`` forces the JIT one.
+
+    Raises
+    ------
+    TraceError
+        With ``ENGINE = "aot"`` when no ahead-of-time build loads.
+    """
+    if ENGINE != "jit":
+        built = kernel_aot.load()
+        if built is not None:
+            return built
+        if ENGINE == "aot":
+            raise TraceError("no ahead-of-time NCCL-log kernel is built for these sources; build it with "
+                             "`python -m traces.formats.nccl.kernel_aot`")
+    _import_kernel()
+    return sys.modules["traces.formats.nccl.kernel_numba"]
 
 
 def _import_kernel() -> None:
@@ -206,7 +238,8 @@ def _scan_range(path: str, begin: int, end: int, progress: Callable[[float], Any
             if jit:
                 from traces.formats.nccl.scan_numba import scan_chunks
 
-                line_base = scan_chunks(_chunks(handle, begin, end), scan, parts, report, progress)
+                line_base = scan_chunks(_chunks(handle, begin, end), scan, parts, report, progress,
+                                        compiled_kernel())
             else:
                 for buf in _chunks(handle, begin, end):
                     line_base += _scan_chunk(buf, line_base, scan, parts, report)
@@ -360,4 +393,5 @@ def _scan_chunk(buf: bytes, line_base: int, scan: FileScan, parts: list, report:
     return len(ch.ends)
 
 
-__all__ = ["CHUNK_BYTES", "ENGINE", "JIT_MIN_BYTES", "PARALLEL_BYTES", "WORKERS", "scan_file", "use_jit"]
+__all__ = ["CHUNK_BYTES", "ENGINE", "JIT_MIN_BYTES", "PARALLEL_BYTES", "WORKERS", "compiled_kernel", "scan_file",
+           "use_jit"]

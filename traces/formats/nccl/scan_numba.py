@@ -1,18 +1,22 @@
-"""The compiled chunk reader's side of a scan: the kernel of :mod:`traces.formats.nccl.kernel_numba` runs on chunks in
-threads ahead of the caller, and its arrays become the same columns and records the numpy path of
-:mod:`traces.formats.nccl.scan` produces (odd lines still go to the same per-line parsers)."""
+"""The compiled chunk reader's side of a scan: the kernel (numba's JIT of :mod:`traces.formats.nccl.kernel_numba`,
+or the same functions built ahead of time, :mod:`traces.formats.nccl.kernel_aot`) runs on chunks, and its arrays
+become the same columns and records the numpy path of :mod:`traces.formats.nccl.scan` produces (odd lines
+still go to the same per-line parsers). The JIT kernel releases the GIL and runs in threads ahead of the
+caller; the ahead-of-time one holds it and runs on the calling thread."""
 
 from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from types import ModuleType
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from traces.formats.nccl import kernel_numba as J
+from traces.formats.nccl import kernel_cols as J
+from traces.formats.nccl.kernel_cols import distinct_spans
 from traces.formats.nccl import layout as L
 from traces.formats.nccl import torn as T
 from traces.formats.nccl.kernel_numpy import text_timestamps
@@ -32,36 +36,57 @@ KERNEL_THREADS = 2
 
 
 def scan_chunks(chunks: Iterator[bytes], scan: FileScan, parts: list, report: IngestReport,
-                progress: Callable[[float], Any] | None) -> int:
-    """Scan chunks with the compiled kernel, up to ``KERNEL_THREADS`` chunks ahead in threads, so the kernel's
+                progress: Callable[[float], Any] | None, kernel: ModuleType | None = None,
+                threads: int | None = None) -> int:
+    """Scan chunks with the compiled kernel, up to ``threads`` chunks ahead in threads, so the kernel's
     passes over the next chunks run while this thread turns chunk k's arrays into columns (memory: at most
-    ``KERNEL_THREADS + 1`` chunks in flight).
+    ``threads + 1`` chunks in flight).
+
+    Parameters
+    ----------
+    kernel : module, optional
+        What provides ``scan_chunk``, ``span_hashes`` and ``spans_equal``: :mod:`traces.formats.nccl.kernel_numba`
+        (the default) or the module :func:`traces.formats.nccl.kernel_aot.load` returns.
+    threads : int, optional
+        Kernel threads; default ``KERNEL_THREADS`` for the JIT kernel, 0 (this thread) for any other
+        (one that holds the GIL gains nothing from threads).
 
     Returns
     -------
     int
         The lines in all chunks; columns go to ``parts``, rare records and TUNING columns to ``scan``.
     """
+    if kernel is None:
+        from traces.formats.nccl import kernel_numba as kernel
+    if threads is None:
+        threads = KERNEL_THREADS if kernel.__name__.endswith("kernel_numba") else 0
     line_base = 0
-    pending: deque[tuple[bytes, Future]] = deque()
-    with ThreadPoolExecutor(KERNEL_THREADS) as pool:
+    if not threads:
         for buf in chunks:
-            pending.append((buf, pool.submit(J.scan_chunk, np.frombuffer(buf, dtype=np.uint8))))
-            if len(pending) > KERNEL_THREADS:
+            line_base += _columns(buf, kernel.scan_chunk(np.frombuffer(buf, dtype=np.uint8)), line_base, scan,
+                                  parts, report, kernel)
+            if progress is not None:
+                progress(len(buf))
+        return line_base
+    pending: deque[tuple[bytes, Future]] = deque()
+    with ThreadPoolExecutor(threads) as pool:
+        for buf in chunks:
+            pending.append((buf, pool.submit(kernel.scan_chunk, np.frombuffer(buf, dtype=np.uint8))))
+            if len(pending) > threads:
                 done, fut = pending.popleft()
-                line_base += _columns(done, fut.result(), line_base, scan, parts, report)
+                line_base += _columns(done, fut.result(), line_base, scan, parts, report, kernel)
                 if progress is not None:
                     progress(len(done))
         while pending:
             done, fut = pending.popleft()
-            line_base += _columns(done, fut.result(), line_base, scan, parts, report)
+            line_base += _columns(done, fut.result(), line_base, scan, parts, report, kernel)
             if progress is not None:
                 progress(len(done))
     return line_base
 
 
 def _columns(buf: bytes, kernel_out: tuple, line_base: int, scan: FileScan, parts: list,
-             report: IngestReport) -> int:
+             report: IngestReport, kernel: ModuleType) -> int:
     """What ``nccl_log_scan._scan_chunk`` does, from the compiled kernel's arrays for ``buf`` (same fields,
     same rules). Returns the chunk's line count."""
     if not scan.nccl_lines:
@@ -74,7 +99,7 @@ def _columns(buf: bytes, kernel_out: tuple, line_base: int, scan: FileScan, part
         ccodes, comms = pd.factorize(words[:, 1])
         parts.append({
             "line": c[:, J.C_LINE] + line_base + 1,
-            "host": _text_column(a, buf, c[:, J.C_HS], c[:, J.C_HE]), "pid": c[:, J.C_PID].copy(),
+            "host": _text_column(kernel, a, buf, c[:, J.C_HS], c[:, J.C_HE]), "pid": c[:, J.C_PID].copy(),
             "tid": c[:, J.C_TID].copy(), "dev": c[:, J.C_DEV].copy(),
             "ts_us": _stamps(buf, c[:, J.C_TS], c[:, J.C_OS], c[:, J.C_OE]).copy(),
             "op": J.OP_NAMES[c[:, J.C_OP]], "opc": words[:, 0].view(np.int64).copy(), "count": c[:, J.C_COUNT].copy(),
@@ -111,10 +136,10 @@ def _columns(buf: bytes, kernel_out: tuple, line_base: int, scan: FileScan, part
         op = np.where(t[:, J.T_OP] >= 0, J.OP_NAMES[np.maximum(t[:, J.T_OP], 0)], None)
         scan.tuning_parts.append({
             "line": t[:, J.T_LINE] + line_base + 1,
-            "host": _text_column(a, buf, t[:, J.T_HS], t[:, J.T_HE]), "pid": t[:, J.T_PID], "op": op,
+            "host": _text_column(kernel, a, buf, t[:, J.T_HS], t[:, J.T_HE]), "pid": t[:, J.T_PID], "op": op,
             "nbytes": t[:, J.T_NBYTES],
-            "algo": _text_column(a, buf, t[:, J.T_AS], t[:, J.T_AE], lambda u: L.algo_name(u.decode())),
-            "proto": _text_column(a, buf, t[:, J.T_PS], t[:, J.T_PE], lambda u: L.proto_name(u.decode())),
+            "algo": _text_column(kernel, a, buf, t[:, J.T_AS], t[:, J.T_AE], lambda u: L.algo_name(u.decode())),
+            "proto": _text_column(kernel, a, buf, t[:, J.T_PS], t[:, J.T_PE], lambda u: L.proto_name(u.decode())),
         })
         ts = _stamps(buf, t[:, J.T_TS], t[:, J.T_OS], t[:, J.T_OE])
         ts = ts[ts != NO_TS]
@@ -145,10 +170,10 @@ def _line_reader(buf: bytes) -> Callable[[int], str | None]:
     return text_of
 
 
-def _text_column(a: np.ndarray, buf: bytes, start: np.ndarray, end: np.ndarray,
+def _text_column(kernel: ModuleType, a: np.ndarray, buf: bytes, start: np.ndarray, end: np.ndarray,
                  convert: Callable[[bytes], Any] = lambda u: u.decode("utf-8", "replace")) -> np.ndarray:
     """Object column of ``convert(span)`` for the spans [start, end) of the chunk, converted once per value."""
-    codes, uniq = J.distinct_spans(a, buf, np.ascontiguousarray(start), np.ascontiguousarray(end))
+    codes, uniq = distinct_spans(kernel, a, buf, np.ascontiguousarray(start), np.ascontiguousarray(end))
     return np.array([convert(u) for u in uniq], dtype=object)[codes]
 
 
