@@ -65,6 +65,7 @@ from traces.formats.nccl.kernel_cols import (  # noqa: F401
     T_TS,
 )
 from traces.formats.nccl.kernel_cols import distinct_spans as spans_of
+
 # Explicit signatures: one machine-code version per helper (numba would otherwise compile one per literal
 # argument it sees, which tripled the first-run compile time).
 _A = nt.Array(nt.uint8, 1, "C", readonly=True)  # the chunk's bytes (and the literal tables)

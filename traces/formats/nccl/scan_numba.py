@@ -16,9 +16,9 @@ import numpy as np
 import pandas as pd
 
 from traces.formats.nccl import kernel_cols as J
-from traces.formats.nccl.kernel_cols import distinct_spans
 from traces.formats.nccl import layout as L
 from traces.formats.nccl import torn as T
+from traces.formats.nccl.kernel_cols import distinct_spans
 from traces.formats.nccl.kernel_numpy import text_timestamps
 from traces.formats.nccl.records import (
     NO_TS,

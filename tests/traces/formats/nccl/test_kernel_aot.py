@@ -114,8 +114,7 @@ def test_background_build_starts_once(tmp_path, monkeypatch):
 def test_serial_scan_equals_threaded_scan(monkeypatch, tmp_path):
     """The calling-thread loop the ahead-of-time kernel runs gives what the threaded loop gives (JIT kernel)."""
     pytest.importorskip("numba")
-    from traces.formats.nccl import kernel_numba
-    from traces.formats.nccl import scan_numba
+    from traces.formats.nccl import kernel_numba, scan_numba
 
     monkeypatch.setattr(nccl_log_scan, "ENGINE", "jit")
     monkeypatch.setattr(nccl_log_scan, "CHUNK_BYTES", 512)  # many chunks: the threads run ahead
