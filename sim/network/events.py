@@ -74,6 +74,7 @@ def step_numpy(live: LiveFlows, target_s: float, slack_s: float, dt_s: float, li
     load -= np.bincount(links, weights=(rate * w).repeat(deg), minlength=num)
     load[live.count == 0] = 0.0
     live.alive[fin] = False
+    live.group_dirty[live.group[fin]] = 1
     end = np.minimum(live.pred[fin], target_s)
     order = np.argsort(end, kind="stable")
     live.slot_buf[:n] = fin[order]
@@ -130,6 +131,7 @@ def _resolve_numpy(live: LiveFlows, cand: np.ndarray, full: bool, now_s: float, 
     live.rem0[cand] = rem
     live.t0[cand] = now_s
     live.rate[cand] = new
+    live.group_dirty[live.group[cand]] = 1
     with np.errstate(divide="ignore"):   # a flow over a link that is down: rate 0, never finishes
         live.pred[cand] = now_s + rem / new
     return iterations

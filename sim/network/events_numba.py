@@ -31,7 +31,8 @@ def step(live: LiveFlows, target_s: float, slack_s: float, dt_s: float, link_byt
          ) -> tuple[int, float, int]:
     """:func:`sim.network.events.step_numpy`, compiled."""
     n, min_rate, flows = _step_kernel(target_s, slack_s, dt_s, live.hi, live.alive, live.fcols, live.icols,
-                                      live.links, live.lf, live.li, link_bytes, live.slot_buf, live.end_buf)
+                                      live.links, live.lf, live.li, link_bytes, live.slot_buf, live.end_buf,
+                                      live.gi)
     return int(n), float(min_rate), int(flows)
 
 
@@ -39,7 +40,7 @@ def solve(live: LiveFlows, theta: float, now_s: float, capacity: np.ndarray) -> 
     """:func:`sim.network.events.solve_numpy`, compiled."""
     n, iterations = _solve_kernel(theta * (1.0 - THETA_RTOL), now_s, capacity, live.hi, live.n_slots,
                                   live.alive, live.fcols, live.icols, live.links, live.lf, live.li,
-                                  live.slot_buf, constants.HEAP_MIN_INCIDENCES)
+                                  live.slot_buf, constants.HEAP_MIN_INCIDENCES, live.gi)
     return int(n), int(iterations)
 
 
@@ -68,14 +69,15 @@ def solve_next(live: LiveFlows, theta: float, now_s: float, capacity: np.ndarray
 def _solve_next_kernel(threshold, now, capacity, q, hi, n_slots, alive, fcols, icols, links, lf, li, cand,
                        heap_min, weighted, gf, gi):
     n, iterations = _solve_kernel(threshold, now, capacity, hi, n_slots, alive, fcols, icols, links, lf, li, cand,
-                                  heap_min)
+                                  heap_min, gi)
     return n, iterations, _next_event_kernel(q, hi, alive, fcols, icols, weighted, gf, gi)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def _step_kernel(target, slack, dt, hi, alive, fcols, icols, links, lf, li, link_bytes, out, end_out):
+def _step_kernel(target, slack, dt, hi, alive, fcols, icols, links, lf, li, link_bytes, out, end_out, gi):
     rem0, t0, rate, pred, w = fcols[0], fcols[1], fcols[2], fcols[3], fcols[4]
-    deg = icols[2]
+    group, deg = icols[0], icols[2]
+    group_dirty = gi[2]
     load, acc_bytes, acc_rate = lf[0], lf[1], lf[2]
     count, acc_n, touched = li[0], li[1], li[3]
     if dt > 0:
@@ -110,6 +112,7 @@ def _step_kernel(target, slack, dt, hi, alive, fcols, icols, links, lf, li, link
             acc_rate[k] += rw
             acc_n[k] += nw
         alive[s] = False
+        group_dirty[group[s]] = 1
         flows += nw
     for i in range(n_touched):
         k = touched[i]
@@ -136,9 +139,10 @@ def _step_kernel(target, slack, dt, hi, alive, fcols, icols, links, lf, li, link
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def _solve_kernel(threshold, now, capacity, hi, n_slots, alive, fcols, icols, links, lf, li, cand, heap_min):
+def _solve_kernel(threshold, now, capacity, hi, n_slots, alive, fcols, icols, links, lf, li, cand, heap_min, gi):
     rem0, t0, rate, pred, w = fcols[0], fcols[1], fcols[2], fcols[3], fcols[4]
-    deg = icols[2]
+    group, deg = icols[0], icols[2]
+    group_dirty = gi[2]
     load, acc_old, acc_new = lf[0], lf[1], lf[2]
     count, lmap, used = li[0], li[2], li[3]
     n = 0
@@ -148,6 +152,8 @@ def _solve_kernel(threshold, now, capacity, hi, n_slots, alive, fcols, icols, li
             n += 1
     if n == 0:
         return 0, 0
+    for i in range(n):   # their predicted finishes change: their groups' batch ends too
+        group_dirty[group[cand[i]]] = 1
     iterations = _resolve(cand, n, n == n_slots, now, capacity, rem0, t0, rate, pred, w, deg, links, count,
                           load, lmap, used, acc_old, acc_new, heap_min)
     if iterations < 0:   # float rounding at an exact tie starved a flow: a full solve is always safe
@@ -156,6 +162,7 @@ def _solve_kernel(threshold, now, capacity, hi, n_slots, alive, fcols, icols, li
             if alive[s]:
                 cand[n] = s
                 n += 1
+                group_dirty[group[s]] = 1
         iterations = _resolve(cand, n, True, now, capacity, rem0, t0, rate, pred, w, deg, links, count,
                               load, lmap, used, acc_old, acc_new, heap_min)
     return n, iterations
@@ -241,8 +248,8 @@ def _resolve(cand, n, full, now, capacity, rem0, t0, rate, pred, w, deg, links, 
 def _next_event_kernel(q, hi, alive, fcols, icols, weighted, gf, gi):
     pred, w = fcols[3], fcols[4]
     group = icols[0]
-    group_w, group_min = gf[0], gf[1]
-    group_n, group_buf = gi[0], gi[1]
+    group_w, group_min, group_val = gf[0], gf[1], gf[2]
+    group_n, group_buf, group_dirty = gi[0], gi[1], gi[2]
     if q == 0.0:
         best = math.inf
         for s in range(hi):
@@ -268,7 +275,12 @@ def _next_event_kernel(q, hi, alive, fcols, icols, weighted, gf, gi):
         g = group_buf[i]
         if math.floor(q * group_w[g]) == 0.0 and group_min[g] < best:
             best = group_min[g]
-    # the big groups' predicted finishes, gathered group by group in one pass (group_n: the cursor)
+    # a big group no event touched since its batch end was found keeps it (group_val)
+    for i in range(n_groups):
+        g = group_buf[i]
+        if math.floor(q * group_w[g]) > 0.0 and group_dirty[g] == 0 and group_val[g] < best:
+            best = group_val[g]
+    # the other big groups' predicted finishes, gathered group by group in one pass (group_n: the cursor)
     offset = np.full(n_groups + 1, 0, dtype=np.int64)
     big = np.zeros(n_groups, dtype=np.int64)
     n_big = 0
@@ -276,7 +288,7 @@ def _next_event_kernel(q, hi, alive, fcols, icols, weighted, gf, gi):
     for i in range(n_groups):
         g = group_buf[i]
         k = math.floor(q * group_w[g])
-        if k > 0.0 and group_min[g] < best:
+        if k > 0.0 and group_dirty[g] != 0 and group_min[g] < best:
             big[n_big] = g
             offset[n_big] = total
             total += group_n[g]
@@ -315,6 +327,8 @@ def _next_event_kernel(q, hi, alive, fcols, icols, weighted, gf, gi):
                         break
             if value < best:
                 best = value
+            group_val[g] = value
+            group_dirty[g] = 0
             group_n[g] = 0
     for i in range(n_groups):
         g = group_buf[i]

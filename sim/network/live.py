@@ -12,6 +12,11 @@ group), flow id ``fid`` of its first flow, ``deg`` and the link ids ``links[slot
 Per link: ``count`` (flows in flight over it, weighted) and ``load`` (sum of their rates). The scratch
 arrays are the compiled kernels' working memory (kept zero / -1 between calls).
 
+Per group, for the next batch end (:func:`sim.network.events.next_event_numpy` and its compiled twin):
+``group_val``, the group's last computed batch end, valid while ``group_dirty`` is 0; every change of a
+group's live slots or of their predicted finishes (append, finish, re-solve) sets ``group_dirty``, so a
+group no event touched is not selected again.
+
 Columns of one dtype and length are rows of one 2-D array (``fcols``: the float slot columns, ``icols``:
 the integer ones, ``lf`` / ``li``: per link, ``gf`` / ``gi``: per group), and the named attributes are
 views of those rows: a compiled kernel takes a handful of arrays instead of twenty (numba's dispatch
@@ -31,8 +36,8 @@ _INT_COLS = ("group", "fid", "deg")
 #: per-link float64 rows of ``lf``, int64 rows of ``li``; per-group rows of ``gf`` and ``gi``
 _LINK_F = ("load", "acc_a", "acc_b")
 _LINK_I = ("count", "acc_n", "lmap", "touched")
-_GROUP_F = ("group_w", "group_min")
-_GROUP_I = ("group_n", "group_buf")
+_GROUP_F = ("group_w", "group_min", "group_val")
+_GROUP_I = ("group_n", "group_buf", "group_dirty")
 
 
 class LiveFlows:
@@ -72,6 +77,7 @@ class LiveFlows:
         self.gf = np.zeros((len(_GROUP_F), 16))
         self.gi = np.zeros((len(_GROUP_I), 16), dtype=np.int64)
         self._bind()
+        self.group_dirty[:] = 1
 
     def _bind(self) -> None:
         """The named columns as views of the rows of the packed arrays (again after they grow)."""
@@ -90,6 +96,7 @@ class LiveFlows:
         self.gf = np.zeros((len(_GROUP_F), grow))
         self.gi = np.zeros((len(_GROUP_I), grow), dtype=np.int64)
         self._bind()
+        self.group_dirty[:] = 1
 
     def append(self, rows: np.ndarray, deg: np.ndarray, size_bytes: np.ndarray, now_s: float,
                weight: np.ndarray, group: np.ndarray, fid: np.ndarray) -> np.ndarray:
@@ -107,6 +114,7 @@ class LiveFlows:
         self.pred[first:end] = np.inf
         self.w[first:end] = weight
         self.group[first:end] = group
+        self.group_dirty[group] = 1   # its batch end must be found again (the next event's cache)
         self.fid[first:end] = fid
         self.deg[first:end] = deg
         self.links[first:end] = -1
