@@ -7,8 +7,9 @@ same order, so both give the same bits, tested):
 ``step(live, target_s, slack_s, dt_s, link_bytes)``
     move ``dt_s`` at the current rates (``link_bytes += load * dt``), complete the live slots predicted to
     finish by ``target_s + slack_s``: correct ``link_bytes`` by their exact bytes left, take them off
-    their links' counts and loads, mark them dead. Returns ``(n, min_rate)``; their slots are
-    ``live.slot_buf[:n]``.
+    their links' counts and loads, mark them dead (``pred`` inf). Returns ``(n, min_rate, flows)``; their
+    slots are ``live.slot_buf[:n]`` in finishing order (by ``min(pred, target_s)``, ties in slot order),
+    those finish times ``live.end_buf[:n]``, ``flows`` the flows they stand for.
 ``solve(live, theta, now_s, capacity)``
     re-solve the live slots whose rate is ``>= theta`` (all of them, with a fresh load, when that is
     every slot) on the capacity the others leave (weighted max-min); update their bytes left, rates,
@@ -17,6 +18,8 @@ same order, so both give the same bits, tested):
     the time of the next batch end: the smallest, over groups, of the q-quantile (weighted by the flows
     each slot stands for, rank ``floor(q * n_g)``) of the group's predicted finishes; the earliest finish
     when ``q = 0``.
+``solve_next(live, theta, now_s, capacity, q)``
+    ``solve`` then ``next_event`` (one compiled call): ``(slots solved, passes, next batch end)``.
 """
 
 from __future__ import annotations
@@ -32,11 +35,11 @@ from sim.network.constants import THETA_RTOL
 from sim.network.events_rank import group_rank
 from sim.network.live import LiveFlows
 
-__all__ = ["NUMPY_OPS", "backend", "next_event_numpy", "solve_numpy", "step_numpy"]
+__all__ = ["NUMPY_OPS", "backend", "next_event_numpy", "solve_next_numpy", "solve_numpy", "step_numpy"]
 
 
 def step_numpy(live: LiveFlows, target_s: float, slack_s: float, dt_s: float, link_bytes: np.ndarray
-               ) -> tuple[int, float]:
+               ) -> tuple[int, float, int]:
     """The step of the module docstring, in numpy.
 
     Examples
@@ -47,7 +50,7 @@ def step_numpy(live: LiveFlows, target_s: float, slack_s: float, dt_s: float, li
     >>> live.rate[0], live.pred[0] = 2.0, 2.0
     >>> live.load[0] = 2.0
     >>> step_numpy(live, 2.0, 0.0, 2.0, np.zeros(1)), live.count.tolist(), bool(live.alive[0])
-    ((1, 2.0), [0], False)
+    ((1, 2.0, 1), [0], False)
     """
     hi = live.hi
     load = live.load
@@ -55,7 +58,7 @@ def step_numpy(live: LiveFlows, target_s: float, slack_s: float, dt_s: float, li
         link_bytes += load * dt_s
     fin_mask = live.alive[:hi] & (live.pred[:hi] <= target_s + slack_s)
     if not fin_mask.any():
-        return 0, math.inf
+        return 0, math.inf, 0
     fin = np.flatnonzero(fin_mask)
     n = fin.size
     deg = live.deg[fin]
@@ -71,8 +74,13 @@ def step_numpy(live: LiveFlows, target_s: float, slack_s: float, dt_s: float, li
     load -= np.bincount(links, weights=(rate * w).repeat(deg), minlength=num)
     load[live.count == 0] = 0.0
     live.alive[fin] = False
-    live.slot_buf[:n] = fin
-    return n, float(rate.min())
+    live.group_dirty[live.group[fin]] = 1
+    end = np.minimum(live.pred[fin], target_s)
+    order = np.argsort(end, kind="stable")
+    live.slot_buf[:n] = fin[order]
+    live.end_buf[:n] = end[order]
+    live.pred[fin] = np.inf
+    return n, float(rate.min()), int(w.sum())
 
 
 def solve_numpy(live: LiveFlows, theta: float, now_s: float, capacity: np.ndarray) -> tuple[int, int]:
@@ -123,6 +131,7 @@ def _resolve_numpy(live: LiveFlows, cand: np.ndarray, full: bool, now_s: float, 
     live.rem0[cand] = rem
     live.t0[cand] = now_s
     live.rate[cand] = new
+    live.group_dirty[live.group[cand]] = 1
     with np.errstate(divide="ignore"):   # a flow over a link that is down: rate 0, never finishes
         live.pred[cand] = now_s + rem / new
     return iterations
@@ -162,6 +171,13 @@ def next_event_numpy(live: LiveFlows, q: float) -> float:
     return best
 
 
+def solve_next_numpy(live: LiveFlows, theta: float, now_s: float, capacity: np.ndarray, q: float
+                     ) -> tuple[int, int, float]:
+    """:func:`solve_numpy`, then :func:`next_event_numpy`."""
+    solved, iterations = solve_numpy(live, theta, now_s, capacity)
+    return solved, iterations, next_event_numpy(live, q)
+
+
 _BACKEND: dict[str, Any] = {}
 
 
@@ -181,10 +197,12 @@ def backend(incidences: int = 0) -> SimpleNamespace:
             raise
         events_numba = None
     _BACKEND["compiled"] = _NUMPY if events_numba is None else SimpleNamespace(
-        step=events_numba.step, solve=events_numba.solve, next_event=events_numba.next_event)
+        step=events_numba.step, solve=events_numba.solve, next_event=events_numba.next_event,
+        solve_next=events_numba.solve_next)
     return _BACKEND["compiled"]
 
 
-_NUMPY = SimpleNamespace(step=step_numpy, solve=solve_numpy, next_event=next_event_numpy)
+_NUMPY = SimpleNamespace(step=step_numpy, solve=solve_numpy, next_event=next_event_numpy,
+                         solve_next=solve_next_numpy)
 #: The numpy event operations (what :func:`backend` gives until the compiled ones pay).
 NUMPY_OPS = _NUMPY

@@ -24,37 +24,62 @@ from sim.network.live import LiveFlows
 from sim.network.maxmin_heap import max_min_heap_kernel
 from sim.network.maxmin_numba import max_min_kernel
 
-__all__ = ["next_event", "solve", "step"]
+__all__ = ["next_event", "solve", "solve_next", "step"]
 
 
 def step(live: LiveFlows, target_s: float, slack_s: float, dt_s: float, link_bytes: np.ndarray
-         ) -> tuple[int, float]:
+         ) -> tuple[int, float, int]:
     """:func:`sim.network.events.step_numpy`, compiled."""
-    n, min_rate = _step_kernel(target_s, slack_s, dt_s, live.hi, live.alive, live.rem0, live.t0, live.rate,
-                               live.pred, live.w, live.deg, live.links, live.count, live.load, link_bytes,
-                               live.acc_a, live.acc_b, live.acc_n, live.touched, live.slot_buf)
-    return int(n), float(min_rate)
+    n, min_rate, flows = _step_kernel(target_s, slack_s, dt_s, live.hi, live.alive, live.fcols, live.icols,
+                                      live.links, live.lf, live.li, link_bytes, live.slot_buf, live.end_buf,
+                                      live.gi)
+    return int(n), float(min_rate), int(flows)
 
 
 def solve(live: LiveFlows, theta: float, now_s: float, capacity: np.ndarray) -> tuple[int, int]:
     """:func:`sim.network.events.solve_numpy`, compiled."""
     n, iterations = _solve_kernel(theta * (1.0 - THETA_RTOL), now_s, capacity, live.hi, live.n_slots,
-                                  live.alive, live.rem0, live.t0, live.rate, live.pred, live.w, live.deg,
-                                  live.links, live.count, live.load, live.lmap, live.touched, live.acc_a,
-                                  live.acc_b, live.slot_buf, constants.HEAP_MIN_INCIDENCES)
+                                  live.alive, live.fcols, live.icols, live.links, live.lf, live.li,
+                                  live.slot_buf, constants.HEAP_MIN_INCIDENCES, live.gi)
     return int(n), int(iterations)
 
 
 def next_event(live: LiveFlows, q: float) -> float:
     """:func:`sim.network.events.next_event_numpy`, compiled (the rank selection of groups of ``1 / q``
     flows or more too: the same finish time, an element of ``pred``, whatever the selection algorithm)."""
-    return float(_next_event_kernel(q, live.hi, live.alive, live.pred, live.w, live.group, live.weighted,
-                                    live.group_w, live.group_n, live.group_min, live.group_buf))
+    return float(_next_event_kernel(q, live.hi, live.alive, live.fcols, live.icols, live.weighted, live.gf,
+                                    live.gi))
+
+
+def solve_next(live: LiveFlows, theta: float, now_s: float, capacity: np.ndarray, q: float
+               ) -> tuple[int, int, float]:
+    """:func:`solve` then :func:`next_event` in one compiled call."""
+    n, iterations, nxt = _solve_next_kernel(theta * (1.0 - THETA_RTOL), now_s, capacity, q, live.hi, live.n_slots,
+                                            live.alive, live.fcols, live.icols, live.links, live.lf, live.li,
+                                            live.slot_buf, constants.HEAP_MIN_INCIDENCES, live.weighted,
+                                            live.gf, live.gi)
+    return int(n), int(iterations), float(nxt)
+
+
+# Rows of the packed arrays (sim.network.live): fcols = rem0, t0, rate, pred, w; icols = group, fid, deg;
+# lf = load, acc_a, acc_b; li = count, acc_n, lmap, touched; gf = group_w, group_min; gi = group_n, group_buf.
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def _step_kernel(target, slack, dt, hi, alive, rem0, t0, rate, pred, w, deg, links, count, load, link_bytes,
-                 acc_bytes, acc_rate, acc_n, touched, out):
+def _solve_next_kernel(threshold, now, capacity, q, hi, n_slots, alive, fcols, icols, links, lf, li, cand,
+                       heap_min, weighted, gf, gi):
+    n, iterations = _solve_kernel(threshold, now, capacity, hi, n_slots, alive, fcols, icols, links, lf, li, cand,
+                                  heap_min, gi)
+    return n, iterations, _next_event_kernel(q, hi, alive, fcols, icols, weighted, gf, gi)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _step_kernel(target, slack, dt, hi, alive, fcols, icols, links, lf, li, link_bytes, out, end_out, gi):
+    rem0, t0, rate, pred, w = fcols[0], fcols[1], fcols[2], fcols[3], fcols[4]
+    group, deg = icols[0], icols[2]
+    group_dirty = gi[2]
+    load, acc_bytes, acc_rate = lf[0], lf[1], lf[2]
+    count, acc_n, touched = li[0], li[1], li[3]
     if dt > 0:
         for k in range(load.size):
             link_bytes[k] += load[k] * dt
@@ -65,9 +90,10 @@ def _step_kernel(target, slack, dt, hi, alive, rem0, t0, rate, pred, w, deg, lin
             out[n] = s
             n += 1
     if n == 0:
-        return 0, math.inf
+        return 0, math.inf, 0
     n_touched = 0
     min_rate = math.inf
+    flows = 0
     for i in range(n):
         s = out[i]
         r = rate[s]
@@ -86,6 +112,8 @@ def _step_kernel(target, slack, dt, hi, alive, rem0, t0, rate, pred, w, deg, lin
             acc_rate[k] += rw
             acc_n[k] += nw
         alive[s] = False
+        group_dirty[group[s]] = 1
+        flows += nw
     for i in range(n_touched):
         k = touched[i]
         link_bytes[k] += acc_bytes[k]
@@ -96,12 +124,27 @@ def _step_kernel(target, slack, dt, hi, alive, rem0, t0, rate, pred, w, deg, lin
         acc_bytes[k] = 0.0
         acc_rate[k] = 0.0
         acc_n[k] = 0
-    return n, min_rate
+    # finishing order: by min(pred, target), ties in slot order (a stable sort, as numpy's)
+    for i in range(n):
+        s = out[i]
+        end_out[i] = pred[s] if pred[s] < target else target
+        pred[s] = math.inf
+    if n > 1:
+        order = np.argsort(end_out[:n], kind="mergesort")
+        fin = out[:n][order]
+        end = end_out[:n][order]
+        out[:n] = fin
+        end_out[:n] = end
+    return n, min_rate, flows
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def _solve_kernel(threshold, now, capacity, hi, n_slots, alive, rem0, t0, rate, pred, w, deg, links, count,
-                  load, lmap, used, acc_old, acc_new, cand, heap_min):
+def _solve_kernel(threshold, now, capacity, hi, n_slots, alive, fcols, icols, links, lf, li, cand, heap_min, gi):
+    rem0, t0, rate, pred, w = fcols[0], fcols[1], fcols[2], fcols[3], fcols[4]
+    group, deg = icols[0], icols[2]
+    group_dirty = gi[2]
+    load, acc_old, acc_new = lf[0], lf[1], lf[2]
+    count, lmap, used = li[0], li[2], li[3]
     n = 0
     for s in range(hi):
         if alive[s] and rate[s] >= threshold:
@@ -109,6 +152,8 @@ def _solve_kernel(threshold, now, capacity, hi, n_slots, alive, rem0, t0, rate, 
             n += 1
     if n == 0:
         return 0, 0
+    for i in range(n):   # their predicted finishes change: their groups' batch ends too
+        group_dirty[group[cand[i]]] = 1
     iterations = _resolve(cand, n, n == n_slots, now, capacity, rem0, t0, rate, pred, w, deg, links, count,
                           load, lmap, used, acc_old, acc_new, heap_min)
     if iterations < 0:   # float rounding at an exact tie starved a flow: a full solve is always safe
@@ -117,6 +162,7 @@ def _solve_kernel(threshold, now, capacity, hi, n_slots, alive, rem0, t0, rate, 
             if alive[s]:
                 cand[n] = s
                 n += 1
+                group_dirty[group[s]] = 1
         iterations = _resolve(cand, n, True, now, capacity, rem0, t0, rate, pred, w, deg, links, count,
                               load, lmap, used, acc_old, acc_new, heap_min)
     return n, iterations
@@ -199,7 +245,11 @@ def _resolve(cand, n, full, now, capacity, rem0, t0, rate, pred, w, deg, links, 
 
 
 @njit(cache=True, nogil=True)
-def _next_event_kernel(q, hi, alive, pred, w, group, weighted, group_w, group_n, group_min, group_buf):
+def _next_event_kernel(q, hi, alive, fcols, icols, weighted, gf, gi):
+    pred, w = fcols[3], fcols[4]
+    group = icols[0]
+    group_w, group_min, group_val = gf[0], gf[1], gf[2]
+    group_n, group_buf, group_dirty = gi[0], gi[1], gi[2]
     if q == 0.0:
         best = math.inf
         for s in range(hi):
@@ -225,7 +275,12 @@ def _next_event_kernel(q, hi, alive, pred, w, group, weighted, group_w, group_n,
         g = group_buf[i]
         if math.floor(q * group_w[g]) == 0.0 and group_min[g] < best:
             best = group_min[g]
-    # the big groups' predicted finishes, gathered group by group in one pass (group_n: the cursor)
+    # a big group no event touched since its batch end was found keeps it (group_val)
+    for i in range(n_groups):
+        g = group_buf[i]
+        if math.floor(q * group_w[g]) > 0.0 and group_dirty[g] == 0 and group_val[g] < best:
+            best = group_val[g]
+    # the other big groups' predicted finishes, gathered group by group in one pass (group_n: the cursor)
     offset = np.full(n_groups + 1, 0, dtype=np.int64)
     big = np.zeros(n_groups, dtype=np.int64)
     n_big = 0
@@ -233,7 +288,7 @@ def _next_event_kernel(q, hi, alive, pred, w, group, weighted, group_w, group_n,
     for i in range(n_groups):
         g = group_buf[i]
         k = math.floor(q * group_w[g])
-        if k > 0.0 and group_min[g] < best:
+        if k > 0.0 and group_dirty[g] != 0 and group_min[g] < best:
             big[n_big] = g
             offset[n_big] = total
             total += group_n[g]
@@ -272,6 +327,8 @@ def _next_event_kernel(q, hi, alive, pred, w, group, weighted, group_w, group_n,
                         break
             if value < best:
                 best = value
+            group_val[g] = value
+            group_dirty[g] = 0
             group_n[g] = 0
     for i in range(n_groups):
         g = group_buf[i]

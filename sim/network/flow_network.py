@@ -407,14 +407,14 @@ class FlowNetwork:
             return
         if self._ops is None or self._ops is NUMPY_OPS:
             self._ops = backend(int(live.count.sum()))
-        solved, iterations = self._ops.solve(live, 0.0 if theta == math.inf else theta, self.now_s,
-                                             self.capacity)
+        solved, iterations, self._next_s = self._ops.solve_next(live, 0.0 if theta == math.inf else theta,
+                                                                self.now_s, self.capacity,
+                                                                self.completion_quantile)
         if solved:
             stats = self.stats
             stats["solves"] += 1
             stats["flows_solved"] += solved
             stats["iterations"] += iterations
-        self._next_s = self._ops.next_event(live, self.completion_quantile)
 
     def _step(self, target_s: float) -> tuple[np.ndarray, np.ndarray]:
         """Move to ``target_s`` at the current rates; complete the flows predicted to finish by then (their
@@ -423,22 +423,26 @@ class FlowNetwork:
         self.stats["steps"] += 1
         slack = max(TIME_RTOL * dt, 4.0 * math.ulp(target_s))
         live = self._live
-        n, min_rate = self._ops.step(live, target_s, slack, dt, self.link_bytes)
+        n, min_rate, flows = self._ops.step(live, target_s, slack, dt, self.link_bytes)
         self.now_s = float(target_s)
         if not n:
             return _NO_IDS, _NO_TIMES
-        slots = live.slot_buf[:n].copy()
-        end = np.minimum(live.pred[slots], target_s)
-        ids, pos = live.expand(slots)
-        end = end[pos]
+        # the finished slots in finishing order (by end time, ties in slot order = flow id order)
+        slots = live.slot_buf[:n]
+        end = live.end_buf[:n].copy()
+        if live.members:
+            ids, pos = live.expand(slots)
+            end = end[pos]
+            if pos.size != slots.size:   # a weighted slot's flows: order by (end, id) again
+                order = np.lexsort((ids, end))
+                ids, end = ids[order], end[order]
+        else:
+            ids = live.fid[slots]
         if self._finish is not None:
             self._finish.data[ids] = end
-        live.release(slots)
+        live.release(slots, flows)
         self._theta = min(self._theta, min_rate)
         self._dirty = True
-        if ids.size > 1:
-            order = np.lexsort((ids, end)) if pos.size != slots.size else np.argsort(end, kind="stable")
-            ids, end = ids[order], end[order]
         return ids, end
 
 

@@ -11,6 +11,16 @@ Per slot: ``alive``, bytes left ``rem0`` at time ``t0``, ``rate`` (inf: not solv
 group), flow id ``fid`` of its first flow, ``deg`` and the link ids ``links[slot, :deg]`` (padded with -1).
 Per link: ``count`` (flows in flight over it, weighted) and ``load`` (sum of their rates). The scratch
 arrays are the compiled kernels' working memory (kept zero / -1 between calls).
+
+Per group, for the next batch end (:func:`sim.network.events.next_event_numpy` and its compiled twin):
+``group_val``, the group's last computed batch end, valid while ``group_dirty`` is 0; every change of a
+group's live slots or of their predicted finishes (append, finish, re-solve) sets ``group_dirty``, so a
+group no event touched is not selected again.
+
+Columns of one dtype and length are rows of one 2-D array (``fcols``: the float slot columns, ``icols``:
+the integer ones, ``lf`` / ``li``: per link, ``gf`` / ``gi``: per group), and the named attributes are
+views of those rows: a compiled kernel takes a handful of arrays instead of twenty (numba's dispatch
+costs about half a microsecond per array argument, three calls per event).
 """
 
 from __future__ import annotations
@@ -19,9 +29,15 @@ import numpy as np
 
 __all__ = ["LiveFlows"]
 
-#: per-slot float64 columns, int64 columns
+#: per-slot float64 columns (rows of ``fcols``), int64 columns (rows of ``icols``); ``end`` is the step's
+#: output of finish times
 _FLOAT_COLS = ("rem0", "t0", "rate", "pred", "w")
 _INT_COLS = ("group", "fid", "deg")
+#: per-link float64 rows of ``lf``, int64 rows of ``li``; per-group rows of ``gf`` and ``gi``
+_LINK_F = ("load", "acc_a", "acc_b")
+_LINK_I = ("count", "acc_n", "lmap", "touched")
+_GROUP_F = ("group_w", "group_min", "group_val")
+_GROUP_I = ("group_n", "group_buf", "group_dirty")
 
 
 class LiveFlows:
@@ -47,26 +63,28 @@ class LiveFlows:
         self.n_flows = 0            # live flows (sum of the weights of live slots)
         size, width = 256, 4
         self.alive = np.zeros(size, dtype=bool)
-        for name in _FLOAT_COLS:
-            setattr(self, name, np.zeros(size))
-        for name in _INT_COLS:
-            setattr(self, name, np.zeros(size, dtype=np.int64))
+        self.fcols = np.zeros((len(_FLOAT_COLS), size))
+        self.icols = np.zeros((len(_INT_COLS), size), dtype=np.int64)
         self.links = np.full((size, width), -1, dtype=np.int64)
-        self.count = np.zeros(num_links, dtype=np.int64)
-        self.load = np.zeros(num_links)
+        # per link: count and load, and the compiled kernels' scratch (zero / -1 between calls)
+        self.lf = np.zeros((len(_LINK_F), num_links))
+        self.li = np.zeros((len(_LINK_I), num_links), dtype=np.int64)
+        self.li[_LINK_I.index("lmap")] = -1
         self.members: dict[int, np.ndarray] = {}   # fid of a weighted slot -> ids of all its flows
         self.weighted = False                      # a slot of weight > 1 was ever added
-        self.slot_buf = np.zeros(size, dtype=np.int64)
-        # scratch of the compiled kernels: per link (zero / -1 between calls) and per group
-        self.acc_a = np.zeros(num_links)
-        self.acc_b = np.zeros(num_links)
-        self.acc_n = np.zeros(num_links, dtype=np.int64)
-        self.lmap = np.full(num_links, -1, dtype=np.int64)
-        self.touched = np.zeros(num_links, dtype=np.int64)
-        self.group_w = np.zeros(16)
-        self.group_n = np.zeros(16, dtype=np.int64)
-        self.group_min = np.zeros(16)
-        self.group_buf = np.zeros(16, dtype=np.int64)
+        self.slot_buf = np.zeros(size, dtype=np.int64)   # a step's finished slots / a solve's candidates
+        self.end_buf = np.zeros(size)                    # a step's finish times, aligned with slot_buf
+        self.gf = np.zeros((len(_GROUP_F), 16))
+        self.gi = np.zeros((len(_GROUP_I), 16), dtype=np.int64)
+        self._bind()
+        self.group_dirty[:] = 1
+
+    def _bind(self) -> None:
+        """The named columns as views of the rows of the packed arrays (again after they grow)."""
+        for rows, names in ((self.fcols, _FLOAT_COLS), (self.icols, _INT_COLS), (self.lf, _LINK_F),
+                            (self.li, _LINK_I), (self.gf, _GROUP_F), (self.gi, _GROUP_I)):
+            for i, name in enumerate(names):
+                setattr(self, name, rows[i])
 
     # ------------------------------------------------------------------------------------------------
     def reserve_groups(self, n_groups: int) -> None:
@@ -75,10 +93,10 @@ class LiveFlows:
         if n_groups <= have:
             return
         grow = max(n_groups, 2 * have)
-        self.group_w = np.zeros(grow)
-        self.group_n = np.zeros(grow, dtype=np.int64)
-        self.group_min = np.zeros(grow)
-        self.group_buf = np.zeros(grow, dtype=np.int64)
+        self.gf = np.zeros((len(_GROUP_F), grow))
+        self.gi = np.zeros((len(_GROUP_I), grow), dtype=np.int64)
+        self._bind()
+        self.group_dirty[:] = 1
 
     def append(self, rows: np.ndarray, deg: np.ndarray, size_bytes: np.ndarray, now_s: float,
                weight: np.ndarray, group: np.ndarray, fid: np.ndarray) -> np.ndarray:
@@ -96,6 +114,7 @@ class LiveFlows:
         self.pred[first:end] = np.inf
         self.w[first:end] = weight
         self.group[first:end] = group
+        self.group_dirty[group] = 1   # its batch end must be found again (the next event's cache)
         self.fid[first:end] = fid
         self.deg[first:end] = deg
         self.links[first:end] = -1
@@ -112,11 +131,11 @@ class LiveFlows:
         self.n_flows += int(weight.sum())
         return np.arange(first, end, dtype=np.int64)
 
-    def release(self, slots: np.ndarray) -> None:
-        """Slots ``slots`` finished (the kernels already took them off the links and marked them dead)."""
+    def release(self, slots: np.ndarray, flows: int) -> None:
+        """Slots ``slots`` (standing for ``flows`` flows) finished: the step already took them off the
+        links, marked them dead and set their ``pred`` to inf."""
         self.n_slots -= slots.size
-        self.n_flows -= int(self.w[slots].sum())
-        self.pred[slots] = np.inf
+        self.n_flows -= flows
         if self.members:
             for f in self.fid[slots][self.w[slots] > 1.0].tolist():
                 del self.members[f]
@@ -128,9 +147,9 @@ class LiveFlows:
         """Move the live slots to ``0 .. n_slots - 1``, in order."""
         keep = np.flatnonzero(self.alive[: self.hi])
         n = keep.size
-        for name in (*_FLOAT_COLS, *_INT_COLS, "links"):
-            col = getattr(self, name)
-            col[:n] = col[keep]
+        self.fcols[:, :n] = self.fcols[:, keep]
+        self.icols[:, :n] = self.icols[:, keep]
+        self.links[:n] = self.links[keep]
         self.alive[:n] = True
         self.alive[n: self.hi] = False
         self.hi = n
@@ -167,12 +186,14 @@ class LiveFlows:
         alive = np.zeros(grow, dtype=bool)
         alive[:hi] = self.alive[:hi]
         self.alive = alive
-        for name in (*_FLOAT_COLS, *_INT_COLS):
+        for name in ("fcols", "icols"):
             old = getattr(self, name)
-            new = np.zeros(grow, dtype=old.dtype)
-            new[:hi] = old[:hi]
+            new = np.zeros((old.shape[0], grow), dtype=old.dtype)
+            new[:, :hi] = old[:, :hi]
             setattr(self, name, new)
         links = np.full((grow, wide), -1, dtype=np.int64)
         links[:hi, : self.links.shape[1]] = self.links[:hi]
         self.links = links
         self.slot_buf = np.zeros(grow, dtype=np.int64)
+        self.end_buf = np.zeros(grow)
+        self._bind()
