@@ -388,7 +388,7 @@ class Engine:
             network_events=self.netproc.events, memo_materialised=self.materialised,
             step_issue_s=self.step_issue, workload=self.w, n_flows=self.log.released,
             flow_stride=self.kept.stride if self.kept is not None else 0, incast=incast,
-            prepare=getattr(self.ops, "preparer", None) or self.ops.__getitem__, peak_live_flows=self.log.n)
+            prepare=getattr(self.ops, "preparer", None) or self.ops.__getitem__, peak_live_flows=self.log.peak_live)
 
     def _horizon(self) -> float:
         """No flow handed to the sinks from now on starts before this time: flows still to come belong
