@@ -119,7 +119,12 @@ class LiveIdMap:
         if not len(ids):
             return _NONE
         pos = ids - self._base
-        if self._n and pos.min() >= 0 and pos.max() < self._n:   # stragglers are all below the window
+        if len(pos) <= 32:   # a network event's few flows: bounds in Python (numpy reductions cost more)
+            listed = pos.tolist()
+            inside = self._n > 0 and min(listed) >= 0 and max(listed) < self._n
+        else:
+            inside = self._n > 0 and pos.min() >= 0 and pos.max() < self._n
+        if inside:   # stragglers are all below the window
             out = self._rows[pos]   # the per-event path: one gather
             if kill:
                 self._rows[pos] = -1

@@ -217,7 +217,7 @@ class LinkStats:
 
 def add_rows_in_order(out: np.ndarray, idx: np.ndarray, rows: np.ndarray) -> None:
     """``out[idx[i]] += rows[i]`` for every ``i`` in order (as ``np.add.at``, the same float sums bit for
-    bit), with repeated indices *consecutive* in ``idx``.
+    bit), with repeated indices *consecutive* in ``idx``. ``rows`` is used as scratch (overwritten).
 
     ``np.add.at`` over rows is slow; here each run of equal indices is summed onto its row in order
     (``np.add.accumulate`` is sequential), or, where the runs are short, the j-th members of all runs are
@@ -245,8 +245,11 @@ def add_rows_in_order(out: np.ndarray, idx: np.ndarray, rows: np.ndarray) -> Non
             if n == 1:
                 out[k] += rows[s0]
             else:
-                # ((out + r0) + r1) + ...: accumulate adds in order, as repeated += would
-                out[k] = np.add.accumulate(np.vstack([out[k][None], rows[s0:s0 + n]]), axis=0)[-1]
+                # ((out + r0) + r1) + ...: accumulate adds in order, as repeated += would (in place)
+                run = rows[s0:s0 + n]
+                run[0] += out[k]
+                np.add.accumulate(run, axis=0, out=run)
+                out[k] = run[-1]
         return
     pos = np.arange(m) - np.repeat(start, size)
     for j in range(int(size.max())):
