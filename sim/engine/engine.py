@@ -219,7 +219,7 @@ class Engine:
                 self._store(op, fl.rec, t, fl.footprint)
             # the op's rows were held for the record: final now (released while the op still counts as
             # in flight, so the sinks' horizon still covers their start times)
-            self.runner.hold[op] = False
+            self.runner.set_hold(op, False)
             if fl.rec.flow_ids:
                 self.log.release(np.concatenate(fl.rec.flow_ids))
         fl = self.inflight.pop(op, None)
@@ -278,7 +278,7 @@ class Engine:
             if rec is not None:
                 self.recording += 1
                 self.link_owner[fp] = op
-                self.runner.hold[op] = True
+                self.runner.set_hold(op, True)
             self.runner.launch(op, prep, t)
 
     def _materialise(self, op: int, fl: InFlight, t: float) -> None:
@@ -388,7 +388,7 @@ class Engine:
             network_events=self.netproc.events, memo_materialised=self.materialised,
             step_issue_s=self.step_issue, workload=self.w, n_flows=self.log.released,
             flow_stride=self.kept.stride if self.kept is not None else 0, incast=incast,
-            prepare=getattr(self.ops, "preparer", None) or self.ops.__getitem__, peak_live_flows=self.log.n)
+            prepare=getattr(self.ops, "preparer", None) or self.ops.__getitem__, peak_live_flows=self.log.peak_live)
 
     def _horizon(self) -> float:
         """No flow handed to the sinks from now on starts before this time: flows still to come belong

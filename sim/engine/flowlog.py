@@ -24,7 +24,7 @@ __all__ = ["SINK_COLUMNS", "FlowKeep", "FlowLog", "FlowSample"]
 
 _COLUMNS = (("op", np.int64, -1), ("sub", np.int64, -1), ("path", np.int64, -1), ("bytes", np.float64, 0.0),
             ("start", np.float64, np.nan), ("sent", np.float64, np.nan), ("end", np.float64, np.nan),
-            ("lat", np.float64, np.nan), ("live", np.bool_, False))
+            ("lat", np.float64, np.nan))
 
 #: what a sink receives per released flow: op, path id, bytes, start / last byte sent / end (+ latency)
 SINK_COLUMNS = ("op", "path", "bytes", "start", "sent", "end")
@@ -36,7 +36,8 @@ class FlowLog:
     byte + latency), ``lat`` (path latency).
 
     Each column is a :class:`GrowArray`; ``col.a[rows]`` reads and writes it. Freed rows are reused by
-    later :meth:`append` calls, so the arrays grow to the most flows live at once.
+    later :meth:`append` calls, so the arrays grow to the most flows live at once plus one block of
+    released rows waiting for their sinks.
 
     Parameters
     ----------
@@ -62,11 +63,13 @@ class FlowLog:
         self.sinks = list(sinks)
         self.paths = paths
         self.block = max(1, int(block))
-        self._stage = {name: np.empty(self.block, dtype=dtype) for name, dtype, _ in _COLUMNS
-                       if name in SINK_COLUMNS}
+        # released rows wait here, in release order, until a block is handed over: they are read then
+        # (one gather per column per block) and only then freed, so a release costs one copy of row ids
+        self._stage = GrowArray(np.int64, -1)
         self._staged = 0
-        self.n = 0            # rows ever used (the arrays' high-water mark)
-        self.n_live = 0
+        self.n = 0            # rows ever used (the arrays' high-water mark: live + staged + free)
+        self.n_live = 0       # rows of flows not released yet
+        self.peak_live = 0    # the most such rows at once
         self.released = 0     # flows handed to the sinks
         self._free = GrowArray(np.int64, -1)   # a stack of freed rows (the first ``_n_free`` entries)
         self._n_free = 0
@@ -84,34 +87,37 @@ class FlowLog:
             for name, _, _ in _COLUMNS:
                 getattr(self, name).ensure(self.n)
             rows = np.concatenate([rows, fresh]) if reuse else fresh
-        self.live.a[rows] = True
         self.n_live += k
+        if self.n_live > self.peak_live:
+            self.peak_live = self.n_live
         return rows
 
     def release(self, rows: np.ndarray) -> None:
-        """The flows of ``rows`` are final: hand them to the sinks, then free the rows."""
-        if len(rows) == 0:
+        """The flows of ``rows`` are final: hand them to the sinks (a block at a time), then free the rows."""
+        k = len(rows)
+        if k == 0:
             return
-        if self.sinks:
-            for lo in range(0, len(rows), self.block):
-                part = rows[lo:lo + self.block]
-                if self._staged + len(part) > self.block:
-                    self._hand_over()
-                k = self._staged
-                for name, col in self._stage.items():
-                    col[k:k + len(part)] = getattr(self, name).a[part]
-                self._staged = k + len(part)
-        self.released += len(rows)
-        self._drop(rows)
+        self.released += k
+        self.n_live -= k
+        if not self.sinks:
+            self._drop(rows)
+            return
+        for lo in range(0, k, self.block):
+            part = rows[lo:lo + self.block] if k > self.block else rows
+            if self._staged + len(part) > self.block:
+                self._hand_over()
+            at = self._staged
+            self._stage.ensure(at + len(part))
+            self._stage.a[at:at + len(part)] = part
+            self._staged = at + len(part)
 
     def kill(self, rows: np.ndarray) -> None:
         """Free ``rows`` without handing them to a sink (a replay replaced by an explicit run)."""
         if len(rows):
+            self.n_live -= len(rows)
             self._drop(rows)
 
     def _drop(self, rows: np.ndarray) -> None:
-        self.live.a[rows] = False
-        self.n_live -= len(rows)
         self._free.ensure(self._n_free + len(rows))
         self._free.a[self._n_free:self._n_free + len(rows)] = rows
         self._n_free += len(rows)
@@ -119,10 +125,12 @@ class FlowLog:
             getattr(self, name).a[rows] = np.nan
 
     def _hand_over(self) -> None:
-        """The staged flows to every sink."""
+        """The staged flows to every sink; their rows are free again."""
         if self._staged:
-            cols = {name: col[:self._staged].copy() for name, col in self._stage.items()}
+            rows = self._stage.a[:self._staged].copy()
             self._staged = 0
+            cols = {name: getattr(self, name).a[rows] for name in SINK_COLUMNS}
+            self._drop(rows)
             for sink in self.sinks:
                 sink.add(cols, self.paths)
 

@@ -14,7 +14,7 @@ import numpy as np
 
 from sim.options import MAX_TIME_BINS, check_bin_count
 
-__all__ = ["LinkStats", "MIN_SEGMENT_REL", "Meter"]
+__all__ = ["LinkStats", "MIN_SEGMENT_REL", "Meter", "add_rows_in_order"]
 
 #: intervals shorter than this fraction of the clock are float-rounding slivers (no rate is taken from them)
 MIN_SEGMENT_REL = 1e-9
@@ -136,12 +136,31 @@ class LinkStats:
         k0 = (a // w).astype(np.int64)
         k1 = np.minimum(np.ceil(b / w).astype(np.int64) - 1, len(self._bins) - 1)
         single = k1 <= k0
-        np.add.at(self._bins, k0[single], vals[single])
-        for i in np.flatnonzero(~single).tolist():
-            edges = np.arange(k0[i], k1[i] + 2) * w
-            overlap = np.minimum(edges[1:], b[i]) - np.maximum(edges[:-1], a[i])
-            frac = np.clip(overlap, 0.0, None) / (b[i] - a[i])
-            self._bins[k0[i]: k1[i] + 1] += frac[:, None] * vals[i][None, :]
+        if single.all():
+            add_rows_in_order(self._bins, k0, vals)
+        else:
+            add_rows_in_order(self._bins, k0[single], vals[single])
+            multi = np.flatnonzero(~single)
+            self._spread(k0[multi], k1[multi], a[multi], b[multi], vals[multi])
+
+    def _spread(self, k0: np.ndarray, k1: np.ndarray, a: np.ndarray, b: np.ndarray, vals: np.ndarray) -> None:
+        """Segments ``[a, b)`` over bins ``k0 .. k1`` each, in proportion to their overlap (the bins of
+        one segment are distinct; segments are added in order, as one segment at a time would)."""
+        w = self._width_s
+        cnt = k1 - k0 + 1
+        # chunks of segments whose (segment, bin) x links temporaries stay near 2 M values
+        per = max(1, (1 << 21) // max(vals.shape[1], 1))
+        ends = np.cumsum(cnt)
+        lo = 0
+        while lo < len(cnt):
+            hi = max(lo + 1, int(np.searchsorted(ends, (ends[lo - 1] if lo else 0) + per, side="right")))
+            c = cnt[lo:hi]
+            seg = np.repeat(np.arange(hi - lo), c)
+            kk = np.arange(int(c.sum())) - np.repeat(np.cumsum(c) - c, c) + k0[lo:hi][seg]
+            overlap = np.minimum((kk + 1) * w, b[lo:hi][seg]) - np.maximum(kk * w, a[lo:hi][seg])
+            frac = np.clip(overlap, 0.0, None) / (b[lo:hi] - a[lo:hi])[seg]
+            add_rows_in_order(self._bins, kk, frac[:, None] * vals[lo:hi][seg])
+            lo = hi
 
     def _bin(self, a: float, b: float, idx: np.ndarray, vals: np.ndarray) -> None:
         self._grow_to(b)
@@ -194,6 +213,48 @@ class LinkStats:
         self.flush()
         n = max(1, min(len(self._bins), int(math.ceil(end_s / self._width_s - 1e-9))))
         return self._width_s, self._bins[:n]
+
+
+def add_rows_in_order(out: np.ndarray, idx: np.ndarray, rows: np.ndarray) -> None:
+    """``out[idx[i]] += rows[i]`` for every ``i`` in order (as ``np.add.at``, the same float sums bit for
+    bit), with repeated indices *consecutive* in ``idx``. ``rows`` is used as scratch (overwritten).
+
+    ``np.add.at`` over rows is slow; here each run of equal indices is summed onto its row in order
+    (``np.add.accumulate`` is sequential), or, where the runs are short, the j-th members of all runs are
+    added at once (distinct indices), for j = 0, 1, ...: at most ~sqrt(len(idx)) numpy calls.
+
+    Examples
+    --------
+    >>> out = np.zeros((3, 2)); add_rows_in_order(out, np.array([0, 0, 2]), np.ones((3, 2))); out.tolist()
+    [[2.0, 2.0], [0.0, 0.0], [1.0, 1.0]]
+    """
+    m = len(idx)
+    if m == 0:
+        return
+    if m == 1:
+        out[idx[0]] += rows[0]
+        return
+    start = np.flatnonzero(np.r_[True, idx[1:] != idx[:-1]])
+    if len(start) == m:   # distinct indices: one buffered add
+        out[idx] += rows
+        return
+    size = np.diff(np.r_[start, m])
+    if len(start) <= int(size.max()):   # few long runs: one sequential sum per run
+        for s0, n in zip(start.tolist(), size.tolist(), strict=True):
+            k = idx[s0]
+            if n == 1:
+                out[k] += rows[s0]
+            else:
+                # ((out + r0) + r1) + ...: accumulate adds in order, as repeated += would (in place)
+                run = rows[s0:s0 + n]
+                run[0] += out[k]
+                np.add.accumulate(run, axis=0, out=run)
+                out[k] = run[-1]
+        return
+    pos = np.arange(m) - np.repeat(start, size)
+    for j in range(int(size.max())):
+        sel = np.flatnonzero(pos == j)
+        out[idx[sel]] += rows[sel]
 
 
 class Meter:

@@ -38,6 +38,7 @@ class OpRun:
     transfers_left: int
     t_last: float = 0.0
     one_sub: bool = False   # every transfer is one sub-flow: a batch of distinct sub-flows ends distinct transfers
+    sub_waited: np.ndarray | None = None   # per sub-flow: some transfer waits for its transfer (None: none does)
 
 
 class OpRunner:
@@ -82,6 +83,13 @@ class OpRunner:
         self._n_future = 0
         self.release_done = not track
         self.hold = np.zeros(n_ops, dtype=bool)
+        self.n_hold = 0   # ops marked in ``hold`` (none: a release takes every finished row)
+
+    def set_hold(self, op: int, flag: bool) -> None:
+        """Hold (or stop holding) op ``op``'s log rows after its flows finish (a recorded op)."""
+        if bool(self.hold[op]) != flag:
+            self.hold[op] = flag
+            self.n_hold += 1 if flag else -1
 
     # -- events -------------------------------------------------------------------------------------
     def schedule(self, t: float, kind: str, *args) -> None:
@@ -128,6 +136,9 @@ class OpRunner:
         n = prep.n_transfers
         subs_left = np.diff(prep.sub_ptr).astype(np.int64)
         run = OpRun(prep, t, prep.dep_count.copy(), subs_left, n, t, bool((subs_left == 1).all()))
+        if len(prep.rev_idx):   # some transfer waits for another: which sub-flows' ends must be events
+            waits = prep.rev_ptr[1:] > prep.rev_ptr[:-1]
+            run.sub_waited = waits[prep.sub_transfer]
         if n == 0:
             self.finish_at(t, op)
             return
@@ -225,7 +236,7 @@ class OpRunner:
         log.end.a[rows] = end
         ops, subs = log.op.a[rows], log.sub.a[rows]
         if self.release_done:   # final now, unless their op is being recorded (released when it ends)
-            log.release(rows[~self.hold[ops]])
+            log.release(rows[~self.hold[ops]] if self.n_hold else rows)
         self._completions(ops, subs, np.maximum(end, t), t)
 
     def _completions(self, ops: np.ndarray, subs: np.ndarray, t_done: np.ndarray, now: float) -> None:
@@ -241,12 +252,16 @@ class OpRunner:
             return
         op = int(ops[0])
         run = self.runs[op]
-        prep = run.prep
-        tr = prep.sub_transfer[subs]
-        waited = prep.rev_ptr[tr + 1] > prep.rev_ptr[tr]
+        if run.sub_waited is None:   # nothing waits for any transfer of this op (e.g. an AllToAll)
+            if run.one_sub:   # distinct sub-flows, distinct transfers: count them
+                self._count_done(op, run, len(subs), float(t_done.max()))
+            else:
+                self._settle(op, run, run.prep.sub_transfer[subs], float(t_done.max()))
+            return
+        waited = run.sub_waited[subs]
         if not waited.all():
             leaf = ~waited
-            self._settle(op, run, tr[leaf], float(t_done[leaf].max()))
+            self._settle(op, run, run.prep.sub_transfer[subs[leaf]], float(t_done[leaf].max()))
             subs, t_done = subs[waited], t_done[waited]
             if len(subs) == 0:
                 return
@@ -259,6 +274,15 @@ class OpRunner:
         bounds = [0, *cut.tolist(), len(subs)]
         for a, b in zip(bounds[:-1], bounds[1:], strict=True):
             self._at(float(t_done[a]), "done", op, subs[a:b])
+
+    def _count_done(self, op: int, run: OpRun, k: int, t_last: float) -> None:
+        """``k`` one-sub-flow transfers that nothing waits for are done by ``t_last``."""
+        if t_last > run.t_last:
+            run.t_last = t_last
+        run.transfers_left -= k
+        if run.transfers_left == 0:
+            self.runs.pop(op, None)
+            self.finish_at(run.t_last, op)
 
     def _settle(self, op: int, run: OpRun, tr: np.ndarray, t_last: float) -> None:
         """Count transfers (sub-flows ``tr``) as done by ``t_last``; end the op when none is left."""

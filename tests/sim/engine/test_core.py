@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sim.engine.csr import csr_take, reverse_csr
 from sim.engine.engine import Engine
 from sim.engine.paths import path_latency_s
 from sim.engine.prepared import PreparedOp
-from sim.engine.stats import LinkStats
+from sim.engine.stats import LinkStats, add_rows_in_order
 from sim.engine.workload import Workload
 from sim.errors import SimError
 from sim.network.flow_network import FlowNetwork
@@ -189,6 +189,54 @@ def test_link_stats_bins_are_exact_when_the_width_doubles():
     np.testing.assert_allclose(bins.sum(axis=0), stats.total, rtol=1e-12)
     np.testing.assert_allclose(stats.peak_rate, [10.0, 5.0])
     assert stats.busy90_s[0] == pytest.approx(t) and stats.busy90_s[1] == 0.0
+
+
+def _spread_one_by_one(a, b, vals, w, n_bins):
+    """Each segment [a, b) spread over the width-``w`` bins it overlaps, one segment after the other: those
+    inside one bin first, then those across bins (the order in which a block of segments is reduced)."""
+    bins = np.zeros((n_bins, vals.shape[1]))
+    k0s, k1s = (a // w).astype(int), np.minimum(np.ceil(b / w).astype(int) - 1, n_bins - 1)
+    for k0, k1, v in zip(k0s, k1s, vals, strict=True):
+        if k1 <= k0:
+            bins[k0] += v
+    for ai, bi, v, k0, k1 in zip(a, b, vals, k0s.tolist(), k1s.tolist(), strict=True):
+        if k1 <= k0:
+            continue
+        edges = np.arange(k0, k1 + 2) * w
+        frac = np.clip(np.minimum(edges[1:], bi) - np.maximum(edges[:-1], ai), 0.0, None) / (bi - ai)
+        bins[k0:k1 + 1] += frac[:, None] * v[None, :]
+    return bins
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from([1e-12, 3e-7, 1.5e-6, 4e-5]), st.floats(0, 1)), min_size=1,
+                max_size=80), st.integers(1, 4))
+def test_dense_segments_bin_as_one_segment_at_a_time(segs, n):
+    # the engine hands every network interval over as a dense row, reduced in blocks; its bins are each
+    # segment spread over the bins it overlaps, as one segment at a time would (bit for bit)
+    w = 2e-6
+    stats = LinkStats(np.full(n, 10.0), bin_s=w)
+    rng = np.random.default_rng(len(segs))
+    t, a, b, vals = 0.0, [], [], []
+    for dt, x in segs:
+        v = x * dt * 10.0 * rng.random(n)
+        stats.dense_row(t, t + dt)[:] = v
+        a.append(t), b.append(t + dt), vals.append(v)
+        t += dt
+    bins = stats.bins
+    assert np.array_equal(bins, _spread_one_by_one(np.array(a), np.array(b), np.array(vals), w, len(bins)))
+    np.testing.assert_allclose(stats.total, np.sum(vals, axis=0), rtol=1e-12)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.integers(0, 6), min_size=1, max_size=40), st.integers(1, 3))
+def test_add_rows_in_order_is_add_at(idx, width):
+    idx = np.sort(np.array(idx))
+    rows = np.random.default_rng(len(idx)).random((len(idx), width)) * 10.0 ** np.arange(len(idx))[:, None] % 7
+    a, b = np.ones((7, width)) / 3, np.ones((7, width)) / 3
+    np.add.at(a, idx, rows)
+    add_rows_in_order(b, idx, rows)
+    assert np.array_equal(a, b)
 
 
 @given(st.lists(st.lists(st.integers(0, 9), max_size=4), min_size=1, max_size=10))
