@@ -134,3 +134,54 @@ def test_compressed_files_and_folders_stream_to_the_same_rows(tmp_path: Path, mo
     ingest_to_parquet([str(plain)], tmp_path / "c.parquet")  # the same logs uncompressed: the same rows
     z = read_trace(tmp_path / "c.parquet")
     pd.testing.assert_frame_equal(y, z)
+
+
+def _read_all(paths):
+    """(rows, metadata, report) or the error message of read_nccl_logs."""
+    from traces.formats.nccl.reader import read_nccl_logs
+
+    try:
+        df, report = read_nccl_logs(paths)
+    except TraceError as exc:
+        return str(exc)
+    return df, df.attrs, report.as_dict()
+
+
+def test_spilled_passes_give_what_the_in_memory_passes_give(tmp_path: Path, monkeypatch) -> None:
+    # Every sample (and all at once) read with its per-line data spilled to disk, in chunks of 512 bytes so
+    # that every file is several chunks: the replayed passes must keep every order (instances, skip reasons
+    # and their first file:line, unprefixed-line owners), so rows, metadata, report (hence --strict's error)
+    # and errors are those of the in-memory passes over the same chunks.
+    import tempfile
+
+    import traces.formats.nccl.scan as scan
+    import traces.formats.nccl.spill as spill
+
+    monkeypatch.setattr(scan, "CHUNK_BYTES", 512)
+    inputs = [[Path(p)] for p in LOGS] + [[Path(p) for p in LOGS]]
+    expected = [_read_all(paths) for paths in inputs]
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # the spill folders go here: checked below
+    monkeypatch.setattr(spill, "SPILL_BYTES", 0)
+    for paths, want in zip(inputs, expected, strict=True):
+        got = _read_all(paths)
+        if isinstance(want, str) or isinstance(got, str):
+            assert got == want
+            continue
+        pd.testing.assert_frame_equal(got[0], want[0])
+        assert got[1:] == want[1:]
+    assert not list(tmp_path.glob("collsim-ingest-*"))  # removed at the end
+
+
+def test_spill_folder_is_removed_on_an_error(tmp_path: Path, monkeypatch) -> None:
+    import tempfile
+
+    import traces.formats.nccl.spill as spill
+    from traces.formats.nccl.reader import scan_nccl_logs
+
+    binary = tmp_path / "core.bin"
+    binary.write_bytes(bytes(range(256)) * 64)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(spill, "SPILL_BYTES", 0)
+    with pytest.raises(TraceError, match="binary data"):
+        scan_nccl_logs([Path(LOGS[0]), binary])  # the first file is spilled, then the second fails
+    assert not list(tmp_path.glob("collsim-ingest-*"))
