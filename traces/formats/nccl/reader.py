@@ -21,10 +21,21 @@ from traces.formats.files import compression_of
 from traces.formats.nccl import comms as C
 from traces.formats.nccl.infer import align_on_opcount
 from traces.formats.nccl.lines import Mapped, map_lines, report_unusable, survey
-from traces.formats.nccl.output import CompactRows, combined_codes, disagreeing_codes
-from traces.formats.nccl.rows import COLL, OP_CODE, RECV, SEND, apply_tuning, build_rows, object_frame
+from traces.formats.nccl.output import CompactRows, combined_codes
+from traces.formats.nccl.rows import (
+    COLL,
+    OP_CODE,
+    RECV,
+    SEND,
+    apply_tuning,
+    build_rows,
+    copy_tuning,
+    match_tuning,
+    object_frame,
+)
+from traces.formats.nccl.rowstore import RowStore, SpilledRows
 from traces.formats.nccl.scan import NO_TS, FileScan, scan_file, use_jit
-from traces.formats.nccl.spill import PartStore, ProcessStore, should_spill, spill_folder
+from traces.formats.nccl.spill import PartStore, ProcessStore, hand_over, should_spill, spill_folder
 from traces.formats.nccl.writer import write_nccl_log
 from traces.ingest_report import IngestReport
 from traces.schema import DTYPE_BYTES, NCCL_DTYPE_CODES, TraceError, new_metadata, validate
@@ -121,7 +132,7 @@ def scan_nccl_logs(paths: list[Path], *, progress: Callable[[float], Any] | None
         report.lines_read = sum(s.lines for s in scans)
         compact = _assemble(scans, stores, folder, report)
     report.records = len(compact)
-    report.set_agreement(*disagreeing_codes(compact.rows, compact.comm_name, compact.dt_name))
+    report.set_agreement(*compact.agreement())
     compact.meta["notes"] = list(dict.fromkeys(report.notes))
     return compact, report
 
@@ -183,25 +194,32 @@ def _assemble(scans: list[FileScan], stores: list[PartStore] | None, folder: Pat
     ranks, world_size, world = C.assign_global_ranks(comms, host_order, notes)
     members = C.comm_members(comms, ranks, world, world_size, notes)
 
-    rows, comm_name = _rows(store, mapped, ranks, notes)
-    unmatched = 0
-    if len(rows):
-        proc_code = {p: k for k, p in enumerate(mapped.processes)}
-        inst_proc = np.asarray(mapped.inst_proc, dtype=np.int64)
-        unmatched = apply_tuning(rows, inst_proc[rows["inst"].to_numpy()], _tuning_columns(scans, proc_code, fixed))
+    proc_code = {p: k for k, p in enumerate(mapped.processes)}
+    tunings = _tuning_columns(scans, proc_code, fixed)
+    stamps = [s.min_ts_us for s in scans if s.min_ts_us is not None]
+    if folder is None:
+        rows, comm_name = _rows(store, mapped, ranks, notes)
+        n_rows = len(rows)
+        if n_rows:
+            inst_proc = np.asarray(mapped.inst_proc, dtype=np.int64)
+            unmatched = apply_tuning(rows, inst_proc[rows["inst"].to_numpy()], tunings)
+            ts = rows["ts_us"].to_numpy()
+            if (ts != NO_TS).any():
+                stamps.append(int(ts[ts != NO_TS].min()))
+            rows["t_start_s"] = np.where(ts == NO_TS, np.nan, (ts - (min(stamps) if stamps else 0)) / 1e6)
     else:
+        spilled, comm_name, inferred, unmatched, ts_min = _spilled_rows(store, mapped, ranks, notes, tunings, folder)
+        if ts_min is not None:
+            stamps.append(ts_min)
+        out = SpilledRows(spilled, comm_name, *_host_dev(instances), _DT_NAME, {}, min(stamps) if stamps else 0)
+        hand_over(out, folder)  # its files stay until the rows are written
+        n_rows = len(out)
+        _finish_spilled(out, inferred, notes)
+    if not n_rows:
         unmatched = sum(len(s.tunings["line"]) for s in scans)
         notes.append("no usable COLL lines (log with NCCL_DEBUG_SUBSYS=COLL to see collectives)")
     if unmatched:
         notes.append(f"{unmatched} TUNING line(s) matched no COLL line of their process")
-
-    stamps = [s.min_ts_us for s in scans if s.min_ts_us is not None]
-    if len(rows):
-        ts = rows["ts_us"].to_numpy()
-        if (ts != NO_TS).any():
-            stamps.append(int(ts[ts != NO_TS].min()))
-        base = min(stamps) if stamps else 0
-        rows["t_start_s"] = np.where(ts == NO_TS, np.nan, (ts - base) / 1e6)
     extra: dict[str, Any] = {"notes": notes}
     if evidence:
         extra["comm_inference"] = evidence
@@ -215,9 +233,16 @@ def _assemble(scans: list[FileScan], stores: list[PartStore] | None, folder: Pat
         if len(versions) > 1:
             notes.append(f"several NCCL versions in the logs: {', '.join(versions)}")
     meta = new_metadata(world_size, members, "nccl-log", gpus_per_node=_gpus_per_node(instances), **extra)
-    host = np.array([i.key[0] for i in instances], dtype=object)  # the instance key holds the row's host
-    dev = np.array([max(i.identity[2], -1) for i in instances], dtype=np.int64)
-    return CompactRows(rows, comm_name, host, dev, _DT_NAME, meta)
+    if folder is None:
+        return CompactRows(rows if n_rows else pd.DataFrame(), comm_name, *_host_dev(instances), _DT_NAME, meta)
+    out.meta = meta
+    return out
+
+
+def _host_dev(instances: list[C.Instance]) -> tuple[np.ndarray, np.ndarray]:
+    """Host and device of each instance code (the instance key holds the row's host)."""
+    host = np.array([i.key[0] for i in instances], dtype=object)
+    return host, np.array([max(i.identity[2], -1) for i in instances], dtype=np.int64)
 
 
 def _tuning_columns(scans: list[FileScan], proc_code: dict[tuple[str, int], int],
@@ -247,19 +272,12 @@ def _host_order(host_first: dict[str, int], inits: list[dict[str, Any]]) -> dict
     return {h: k for k, h in enumerate(sorted(first, key=first.__getitem__))}
 
 
-def _rows(store: ProcessStore, mapped: Mapped, ranks: dict[tuple[str, int, int], int],
-          notes: list[str]) -> tuple[pd.DataFrame, np.ndarray]:
-    """Trace rows (text still as codes) and the comm name of each code.
-
-    Rows are built one process at a time from its lines in ``store`` (every step of :func:`build_rows`
-    stays inside one process: runs, groups and ``seq`` are per instance or rank), so the working set is one
-    process's lines, not the file's.
-    """
+def _builder(mapped: Mapped, ranks: dict[tuple[str, int, int], int]
+             ) -> tuple[Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]], np.ndarray, set[int]]:
+    """The row builder of one process's lines, the comm name of each code, and the inferred comms' codes."""
     instances = mapped.instances
     comm_code, comm_name = pd.factorize(np.array([i.comm for i in instances], dtype=object), use_na_sentinel=False)
     comm_name = np.asarray(comm_name, dtype=object)
-    if not mapped.rows:
-        return pd.DataFrame(), comm_name
     # Integer codes through the row steps; text only for the final rows (object columns are slow to take).
     grank = np.array([ranks[i.identity] for i in instances], dtype=np.int64)
     nranks = np.array([i.nranks for i in instances], dtype=np.int64)
@@ -278,6 +296,20 @@ def _rows(store: ProcessStore, mapped: Mapped, ranks: dict[tuple[str, int, int],
             out["opc"] = line["opc"][by_pos[np.searchsorted(line["pos"][by_pos], out["pos"])]]
         return out
 
+    return build, comm_name, inferred
+
+
+def _rows(store: ProcessStore, mapped: Mapped, ranks: dict[tuple[str, int, int], int],
+          notes: list[str]) -> tuple[pd.DataFrame, np.ndarray]:
+    """Trace rows (text still as codes) and the comm name of each code.
+
+    Rows are built one process at a time from its lines in ``store`` (every step of :func:`build_rows`
+    stays inside one process: runs, groups and ``seq`` are per instance or rank), so the working set is one
+    process's lines, not the file's.
+    """
+    build, comm_name, inferred = _builder(mapped, ranks)
+    if not mapped.rows:
+        return pd.DataFrame(), comm_name
     parts = [build(store.take(p)) for p in store.processes()]
     joined = {k: np.concatenate([p.pop(k) for p in parts]) for k in list(parts[0])}
     del parts
@@ -297,6 +329,55 @@ def _rows(store: ProcessStore, mapped: Mapped, ranks: dict[tuple[str, int, int],
             notes.append(f"seq of {len(done)} inferred communicator(s) aligned on opCount (members' logs start "
                          "at different collectives)")
     return rows, comm_name
+
+
+def _spilled_rows(store: ProcessStore, mapped: Mapped, ranks: dict[tuple[str, int, int], int], notes: list[str],
+                  tunings: dict[str, np.ndarray], folder: Path) -> tuple[RowStore, np.ndarray, set[int], int, int | None]:
+    """:func:`_rows` and the TUNING match of each process, its rows written to a :class:`RowStore`.
+
+    Returns the store, comm names, inferred comm codes, TUNING lines matched by no row, and the earliest
+    timestamp of the rows.
+    """
+    build, comm_name, inferred = _builder(mapped, ranks)
+    rows = RowStore(folder)
+    procs = store.processes()
+    order = np.argsort(tunings["proc"], kind="stable")
+    cuts = np.flatnonzero(np.diff(tunings["proc"][order])) + 1
+    by_proc = {int(tunings["proc"][idx[0]]): idx for idx in np.split(order, cuts) if len(idx)}
+    unmatched = sum(len(idx) for p, idx in by_proc.items() if p not in procs)
+    ts_min = None
+    for p in procs:
+        part = build(store.take(p))
+        idx = by_proc.get(p, np.empty(0, dtype=np.int64))
+        part["algo"], part["proto"], missed = match_tuning(part, np.full(len(part["pos"]), p, dtype=np.int64),
+                                                            {k: v[idx] for k, v in tunings.items()})
+        unmatched += missed
+        ts = part["ts_us"][part["ts_us"] != NO_TS]
+        if len(ts):
+            ts_min = int(ts.min()) if ts_min is None else min(ts_min, int(ts.min()))
+        rows.add(part)
+        del part
+    return rows, comm_name, inferred, unmatched, ts_min
+
+
+def _finish_spilled(rows: SpilledRows, inferred: set[int], notes: list[str]) -> None:
+    """The steps across processes on gathered columns: seq of inferred comms aligned on opCount, then each
+    TUNING choice copied to the other members of its collective."""
+    if inferred and len(rows):
+        c = rows.gather(("comm", "rank", "pos", "opc", "kind", "seq"))
+        seq, done = align_on_opcount(c["comm"], c["rank"], c["pos"], c["opc"], c["kind"] == COLL, c["seq"], inferred)
+        del c
+        if done:
+            rows.patch("seq", seq)
+            notes.append(f"seq of {len(done)} inferred communicator(s) aligned on opCount (members' logs start "
+                         "at different collectives)")
+        del seq
+    if len(rows):
+        c = rows.gather(("kind", "comm", "seq", "algo", "proto"))
+        if (c["algo"] != 0).any():
+            copy_tuning(c["kind"] == COLL, c["comm"], c["seq"], c["algo"], c["proto"], unknown=0)
+            rows.patch("algo", c["algo"])
+            rows.patch("proto", c["proto"])
 
 
 #: NCCL datatype code -> schema dtype name ("" for codes the schema lacks; such lines are skipped earlier).

@@ -263,16 +263,17 @@ def match_tuning(rows: Any, process: np.ndarray, tunings: dict[str, np.ndarray])
     return algo, proto, unmatched
 
 
-def copy_tuning(coll: np.ndarray, comm: np.ndarray, seq: np.ndarray, algo: np.ndarray, proto: np.ndarray) -> None:
+def copy_tuning(coll: np.ndarray, comm: np.ndarray, seq: np.ndarray, algo: np.ndarray, proto: np.ndarray,
+                unknown: Any = "") -> None:
     """Copy each choice to the other ranks' rows of the same (comm, seq) collective (every rank runs the same
     algorithm): from the first row of the collective, in row order, that has one. In place; ``comm`` as
-    integer codes."""
+    integer codes; ``unknown`` is the value of ``algo`` when not known (text or a code)."""
     key = comm * (int(seq.max()) + 1) + seq
-    known = np.flatnonzero(coll & (algo != ""))
+    known = np.flatnonzero(coll & (algo != unknown))
     if len(known):
         known_key, first = np.unique(key[known], return_index=True)  # the first row per key, as before
         src = known[first]
-        fill = np.flatnonzero(coll & (algo == ""))
+        fill = np.flatnonzero(coll & (algo == unknown))
         at = np.minimum(np.searchsorted(known_key, key[fill]), len(known_key) - 1)
         hit = known_key[at] == key[fill]
         algo[fill[hit]] = algo[src[at[hit]]]

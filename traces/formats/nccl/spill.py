@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -22,7 +23,7 @@ import numpy as np
 
 from traces.formats.nccl.records import COLL_FIELDS, INT_FIELDS
 
-__all__ = ["PROCESS_FIELDS", "SPILL_BYTES", "PartStore", "ProcessStore", "should_spill", "spill_folder"]
+__all__ = ["PROCESS_FIELDS", "SPILL_BYTES", "Codes", "PartStore", "ProcessStore", "hand_over", "should_spill", "spill_folder"]
 
 #: Inputs of at least this many bytes (compressed files counted at ``COMPRESSED_RATIO`` times their size)
 #: spill their per-line data to disk. Below it, the in-memory passes peak under the memory budget
@@ -49,9 +50,13 @@ def should_spill(sizes_bytes: list[tuple[int, bool]]) -> bool:
     return sum(n * (COMPRESSED_RATIO if packed else 1) for n, packed in sizes_bytes) >= SPILL_BYTES
 
 
+_HANDED: set[Path] = set()
+
+
 @contextmanager
 def spill_folder(enabled: bool) -> Iterator[Path | None]:
-    """A temporary folder for spilled data (None when not ``enabled``), removed on exit, also on an error."""
+    """A temporary folder for spilled data (None when not ``enabled``), removed on exit, also on an error,
+    unless :func:`hand_over` gave it to an object that outlives the block."""
     if not enabled:
         yield None
         return
@@ -59,10 +64,22 @@ def spill_folder(enabled: bool) -> Iterator[Path | None]:
     try:
         yield folder
     finally:
-        shutil.rmtree(folder, ignore_errors=True)
+        if folder not in _HANDED:
+            shutil.rmtree(folder, ignore_errors=True)
 
 
-class _Codes:
+def hand_over(owner: Any, folder: Path) -> None:
+    """Keep ``folder`` until ``owner`` is collected (or the interpreter exits), then remove it."""
+    _HANDED.add(folder)
+    weakref.finalize(owner, _remove, folder)
+
+
+def _remove(folder: Path) -> None:
+    _HANDED.discard(folder)
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+class Codes:
     """Text values <-> int64 codes (a handful of hosts, op names and pointers per log)."""
 
     def __init__(self) -> None:
@@ -106,7 +123,7 @@ class PartStore:
         self.rows = 0
         self._lengths: list[int] = []
         self._last: dict[str, Any] | None = None
-        self._codes = {name: _Codes() for name in _TEXT}
+        self._codes = {name: Codes() for name in _TEXT}
 
     def append(self, part: dict[str, Any]) -> None:
         self._last = part
