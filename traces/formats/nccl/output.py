@@ -76,6 +76,11 @@ class CompactRows:
         """Collectives whose members disagree, and the first (:func:`disagreeing_codes`)."""
         return disagreeing_codes(self.rows, self.comm_name, self.dt_name)
 
+    def check_collectives(self, check: Any) -> None:
+        """``check(light, split_lengths)``: the checks across rows (``TraceWriter.check_collectives``)."""
+        if len(self.rows):
+            check(self.light(), self.split_lengths())
+
     def all_nan(self, name: str) -> bool:
         """Whether column ``name`` is NaN on every row (``duration_s`` always is: logs hold none)."""
         if name == "duration_s":
@@ -143,13 +148,14 @@ def combined_codes(*columns: np.ndarray) -> np.ndarray:
 
 
 def disagreeing_codes(rows: Any, comm_name: np.ndarray, dt_name: np.ndarray,
-                      splits: Callable[[np.ndarray], np.ndarray] | None = None) -> tuple[int, str]:
+                      splits: Callable[[np.ndarray], np.ndarray] | None = None, where: bool = False) -> Any:
     """:func:`traces.formats.agreement.disagreeing_collectives` on compact rows: the same count and example.
 
     Collectives are keyed by integer codes (no text per row); the example is made by the text version from
     the rows of the first bad collective alone, in frame order, so it reads exactly the same. ``rows`` is a
     frame or a mapping of arrays; without ``split_bytes`` it may give ``nsplit`` (entries per row) and
-    ``splits`` the ``split_bytes`` of the rows at some indices (for the example).
+    ``splits`` the ``split_bytes`` of the rows at some indices (for the example). ``where``: also return the
+    index of a row of the example's collective (-1 when none).
 
     Examples
     --------
@@ -162,12 +168,13 @@ def disagreeing_codes(rows: Any, comm_name: np.ndarray, dt_name: np.ndarray,
 
     names = ("op", "root", "comm", "seq", "count", "dt", "rank", "split_bytes", "nsplit")
     rows = {k: np.asarray(rows[k]) for k in names if k in rows}
+    none = (0, "", -1) if where else (0, "")
     if not rows or not len(rows["op"]):
-        return 0, ""
+        return none
     op = rows["op"]
     coll = np.flatnonzero(~np.isin(op, list(P2P_OPS)))
     if not len(coll):
-        return 0, ""
+        return none
     rooted = np.isin(op[coll], list(ROOTED_OPS))
     root = np.where(rooted, rows["root"][coll], -1)
     # comm codes renumbered in name order, so (comm, seq) order is the text version's sort order
@@ -193,7 +200,7 @@ def disagreeing_codes(rows: Any, comm_name: np.ndarray, dt_name: np.ndarray,
     n_sig = np.bincount(pairs // width, minlength=int(key.max()) + 1)
     bad_keys = np.flatnonzero(n_sig > 1)
     if not len(bad_keys):
-        return 0, ""
+        return none
     first_of_key = np.zeros(int(key.max()) + 1, dtype=np.int64)
     first_of_key[key[::-1]] = np.arange(len(key) - 1, -1, -1)
     cand = first_of_key[bad_keys]
@@ -209,4 +216,5 @@ def disagreeing_codes(rows: Any, comm_name: np.ndarray, dt_name: np.ndarray,
         sub["split_bytes"] = pd.Series(rows["split_bytes"][members], dtype=object)
     elif splits is not None:
         sub["split_bytes"] = pd.Series(splits(members), dtype=object)
-    return len(bad_keys), disagreeing_collectives(sub)[1]
+    example = disagreeing_collectives(sub)[1]
+    return (len(bad_keys), example, int(coll[pick])) if where else (len(bad_keys), example)

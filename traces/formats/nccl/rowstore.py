@@ -23,12 +23,14 @@ from traces.formats.nccl.records import NO_TS
 from traces.formats.nccl.rows import OP_CODE, OP_NAMES
 from traces.formats.nccl.spill import Codes
 
-__all__ = ["ROW_FIELDS", "RowStore", "SpilledRows"]
+__all__ = ["BUCKET_ROWS", "ROW_FIELDS", "RowStore", "SpilledRows"]
 
 #: Stored columns of a row (all int64; ``op``, ``algo``, ``proto`` as codes; ``nsplit``: split_bytes entries).
 ROW_FIELDS = ("pos", "rank", "comm", "seq", "op", "kind", "count", "dt", "bytes", "root", "nranks", "ts_us", "inst",
               "group", "algo", "proto", "nsplit", "opc")
 _COL = {name: k for k, name in enumerate(ROW_FIELDS)}
+#: Rows of one bucket of collectives for the checks across rows (a few tens of MiB of columns).
+BUCKET_ROWS = 1 << 18
 
 
 @dataclass
@@ -148,16 +150,31 @@ class SpilledRows(CompactRows):
                         offset=a * len(ROW_FIELDS) * 8).reshape(-1, len(ROW_FIELDS))
         return int(m[:, _COL["nsplit"]].sum())
 
-    def gather(self, names: tuple[str, ...]) -> dict[str, np.ndarray]:
-        """Columns of all rows in the trace's order, one segment at a time (only these columns are held)."""
-        out: dict[str, list[np.ndarray]] = {name: [] for name in names}
-        for k, a, n, _ in self.segments:
-            m = np.fromfile(self.store.parts[k].path, dtype=np.int64, count=n * len(ROW_FIELDS),
-                            offset=a * len(ROW_FIELDS) * 8).reshape(-1, len(ROW_FIELDS))
+    def gather(self, names: tuple[str, ...], bucket: tuple[int, int] | None = None) -> dict[str, np.ndarray]:
+        """Columns of all rows in the trace's order, one segment at a time (only these columns are held).
+
+        ``bucket`` (b, k): only the rows whose collective (comm, seq) falls in bucket b of k (every row of a
+        collective, or of a Send/Recv key, is in one bucket); their trace row numbers are under ``"row"``.
+        """
+        width = len(ROW_FIELDS)
+        out: dict[str, list[np.ndarray]] = {name: [] for name in (*names, "row")}
+        for j, (k, a, n, _) in enumerate(self.segments):
+            m = np.fromfile(self.store.parts[k].path, dtype=np.int64, count=n * width,
+                            offset=a * width * 8).reshape(-1, width)
+            if bucket is not None:
+                keep = _bucket_of(m[:, _COL["comm"]], m[:, _COL["seq"]], bucket[1]) == bucket[0]
+                m = m[keep]
+                out["row"].append(int(self.seg_first[j]) + np.flatnonzero(keep))
             for name in names:
                 out[name].append(m[:, _COL[name]].copy())
             del m
+        if bucket is None:
+            del out["row"]
         return {name: np.concatenate(v) if v else np.empty(0, dtype=np.int64) for name, v in out.items()}
+
+    def buckets(self) -> int:
+        """How many buckets of collectives keep a gathered working set near :data:`BUCKET_ROWS` rows."""
+        return max(1, -(-len(self) // BUCKET_ROWS))
 
     def splits_at(self, rows: np.ndarray) -> np.ndarray:
         """split_bytes tuples of some rows (few: the disagreement example)."""
@@ -192,12 +209,46 @@ class SpilledRows(CompactRows):
             yield self.frame(start, start + block_rows)
 
     def agreement(self) -> tuple[int, str]:
-        """Collectives whose members disagree, and the first (:func:`disagreeing_codes`), on gathered columns."""
+        """Collectives whose members disagree, and the first (:func:`disagreeing_codes`), one bucket of
+        collectives at a time: counts add up, and the example is the first over all buckets."""
         if not len(self):
             return 0, ""
-        c = self.gather(("op", "root", "comm", "seq", "count", "dt", "rank", "nsplit"))
-        c["op"] = OP_NAMES[c["op"]]
-        return disagreeing_codes(c, self.comm_name, self.dt_name, self.splits_at)
+        total, best = 0, None
+        order = np.argsort(self.comm_name, kind="stable")  # comm codes in name order, as the example's
+        name_rank = np.empty(len(self.comm_name), dtype=np.int64)
+        name_rank[order] = np.arange(len(self.comm_name))
+        for b in range(self.buckets()):
+            c = self.gather(("op", "root", "comm", "seq", "count", "dt", "rank", "nsplit"), (b, self.buckets()))
+            rows = c.pop("row")
+            c["op"] = OP_NAMES[c["op"]]
+            n, example, first = disagreeing_codes(c, self.comm_name, self.dt_name,
+                                                  lambda at, rows=rows: self.splits_at(rows[at]), where=True)
+            total += n
+            if n and (best is None or (name_rank[c["comm"][first]], c["seq"][first]) < best[0]):
+                best = ((name_rank[c["comm"][first]], c["seq"][first]), example)
+            del c
+        return total, best[1] if best else ""
+
+    def check_collectives(self, check: Any) -> None:
+        """``check(light, split_lengths)`` (the checks across rows) one bucket of collectives at a time: every
+        check is within one collective (or Send/Recv key) or one row, so a trace passes when every bucket
+        does; when one fails, the check runs once over all rows, for the message the whole trace gives."""
+        if not len(self):
+            return
+        from traces.schema import TraceError
+
+        k = self.buckets()
+        try:
+            for b in range(k):
+                c = self.gather(("comm", "rank", "seq", "op", "count", "dt", "bytes", "root", "nranks", "nsplit"),
+                                (b, k) if k > 1 else None)
+                split = c.pop("nsplit")
+                c.pop("row", None)
+                check(self._light(c), split)
+                del c, split
+        except TraceError:
+            check(self.light(), self.split_lengths())  # raises the whole trace's message
+            raise
 
     def patch(self, name: str, values: np.ndarray) -> None:
         """Set column ``name`` of all rows (``values`` in the trace's order), one part at a time."""
@@ -225,9 +276,19 @@ class SpilledRows(CompactRows):
         return self.gather(("nsplit",))["nsplit"]
 
     def light(self) -> pd.DataFrame:
-        c = self.gather(("comm", "rank", "seq", "op", "count", "dt", "bytes", "root", "nranks"))
+        return self._light(self.gather(("comm", "rank", "seq", "op", "count", "dt", "bytes", "root", "nranks")))
+
+    def _light(self, c: dict[str, np.ndarray]) -> pd.DataFrame:
         return pd.DataFrame({
             "comm": pd.Series(self.comm_name[c.pop("comm")], dtype=object), "rank": c.pop("rank"),
             "seq": c.pop("seq"), "op": pd.Series(OP_NAMES[c.pop("op")], dtype=object), "count": c.pop("count"),
             "dtype": pd.Series(self.dt_name[c.pop("dt")], dtype=object), "bytes": c.pop("bytes"),
             "root": c.pop("root"), "nranks": c.pop("nranks")})
+
+
+def _bucket_of(comm: np.ndarray, seq: np.ndarray, k: int) -> np.ndarray:
+    """Bucket of each row's (comm, seq) among ``k`` (a multiplicative hash: consecutive seqs spread out)."""
+    if k == 1:
+        return np.zeros(len(comm), dtype=np.int64)
+    h = (comm.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)) ^ (seq.astype(np.uint64) * np.uint64(0xC2B2AE3D27D4EB4F))
+    return ((h >> np.uint64(33)) % np.uint64(k)).astype(np.int64)

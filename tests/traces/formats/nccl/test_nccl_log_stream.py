@@ -185,3 +185,49 @@ def test_spill_folder_is_removed_on_an_error(tmp_path: Path, monkeypatch) -> Non
     with pytest.raises(TraceError, match="binary data"):
         scan_nccl_logs([Path(LOGS[0]), binary])  # the first file is spilled, then the second fails
     assert not list(tmp_path.glob("collsim-ingest-*"))
+
+
+def test_spilled_rows_stream_and_check_as_in_memory(tmp_path: Path, monkeypatch) -> None:
+    # Spilled rows read back by block and checked a bucket of collectives at a time (buckets of 3 rows):
+    # the same Parquet rows, metadata, all-to-all-v splits, disagreement example and check errors.
+    import traces.formats.nccl.rowstore as rowstore
+    import traces.formats.nccl.spill as spill
+
+    lines = []
+    for r in range(2):
+        p = PRE.format(pid=10 + r, dev=r)
+        lines.append(f"{p}comm 0x{r + 1:x} rank {r} nranks 2 cudaDev {r} nvmlDev {r} busId 1000 commId 0xabc "
+                     "- Init COMPLETE")
+        for k, count in enumerate([4, 8]):
+            lines.append(f"{p}AllReduce: opCount {k:x} sendbuff 0x1 recvbuff 0x2 count {count} datatype 7 op 0 "
+                         f"root 0 comm 0x{r + 1:x} [nranks=2] stream 0x3")
+        for peer in range(2):  # an uneven all-to-all: one group of Sends and Recvs to and from every rank
+            for op, buf in (("Send", "sendbuff 0x1 recvbuff (nil)"), ("Recv", "sendbuff (nil) recvbuff 0x2")):
+                lines.append(f"{p}{op}: opCount 2 {buf} count {(r + 1) * (peer + 2)} datatype 7 op 0 root {peer} "
+                             f"comm 0x{r + 1:x} [nranks=2] stream 0x3")
+    alltoall = tmp_path / "a2a.log"
+    alltoall.write_text("\n".join(lines) + "\n")
+    bad = _log(tmp_path, [4, 8])
+    text = bad.read_text().splitlines()
+    text[-1] = text[-1].replace("count 8", "count 9")
+    bad.write_text("\n".join(text) + "\n")
+    monkeypatch.setattr(output, "BLOCK_ROWS", 2)
+    monkeypatch.setattr(rowstore, "BUCKET_ROWS", 3)
+
+    def run(paths: list[Path], spilled: bool, out: Path):
+        monkeypatch.setattr(spill, "SPILL_BYTES", 0 if spilled else 1 << 40)
+        try:
+            ingest_to_parquet(paths, out)
+        except TraceError as exc:
+            return _read_all(paths), str(exc)
+        return _read_all(paths), read_trace(out)
+
+    (want, a), (got, b) = run([alltoall], False, tmp_path / "m.parquet"), run([alltoall], True, tmp_path / "s.parquet")
+    assert sum(len(s) > 0 for s in want[0]["split_bytes"]) == 2  # one folded AllToAll row per rank
+    pd.testing.assert_frame_equal(got[0], want[0])
+    assert got[1:] == want[1:]
+    pd.testing.assert_frame_equal(a, b)
+    assert a.attrs == b.attrs
+    (want, a), (got, b) = run([bad], False, tmp_path / "m.parquet"), run([bad], True, tmp_path / "s.parquet")
+    assert want[2]["disagreeing_example"] and got[1:] == want[1:]
+    assert a == b and "field 'count'" in b
