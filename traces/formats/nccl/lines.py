@@ -194,7 +194,9 @@ def map_lines(n_files: int, chunks: Chunks, sv: Survey, inits: list[dict[str, An
         for ch in chunks(f):
             keep = sv.keep[j]
             j += 1
-            if keep.any():
+            if keep.all():  # no copy of a chunk whose lines are all usable
+                _map_chunk({k: v for k, v in ch.items() if k != "tid"}, f, st, fixed, owners, anywhere, store)
+            elif keep.any():
                 _map_chunk({k: v[keep] for k, v in ch.items() if k != "tid"}, f, st, fixed, owners, anywhere, store)
     if st.unresolved[0]:
         report.skip(_AMBIGUOUS, where(st.unresolved[1]), st.unresolved[0])
@@ -298,7 +300,7 @@ def _map_chunk(c: dict[str, np.ndarray], f: int, st: _State, fixed: dict[tuple[s
     order = np.argsort(proc, kind="stable")
     cuts = np.flatnonzero(np.diff(proc[order])) + 1
     for idx in np.split(order, cuts):
-        store.add(int(proc[idx[0]]), {k: v[idx] for k, v in cols.items()})
+        store.add(int(proc[idx[0]]), cols, idx)
 
 
 def _note_bare(c: dict[str, np.ndarray], pos: np.ndarray, inst: np.ndarray, st: _State) -> None:

@@ -174,18 +174,21 @@ class ProcessStore:
 
     def __init__(self, folder: Path | None):
         self.folder = folder
-        self._parts: dict[Any, list[dict[str, np.ndarray]]] = {}
+        self._parts: dict[Any, list[tuple[dict[str, np.ndarray], np.ndarray | None]]] = {}
         self._files: dict[Any, Path] = {}
 
-    def add(self, proc: Any, columns: dict[str, np.ndarray]) -> None:
+    def add(self, proc: Any, columns: dict[str, np.ndarray], rows: np.ndarray | None = None) -> None:
+        """Lines ``rows`` (all when None) of ``columns`` for process ``proc``. In memory the columns are
+        shared and the rows taken only by :meth:`take` (one process at a time: no second copy of a chunk)."""
         if self.folder is None:
-            self._parts.setdefault(proc, []).append(columns)
+            self._parts.setdefault(proc, []).append((columns, rows))
             return
         path = self._files.get(proc)
         if path is None:
             path = self._files[proc] = self.folder / f"proc{len(self._files)}.lines"
         with open(path, "ab") as handle:
-            np.column_stack([np.asarray(columns[k], dtype=np.int64) for k in PROCESS_FIELDS]).tofile(handle)
+            np.column_stack([np.asarray(columns[k] if rows is None else columns[k][rows], dtype=np.int64)
+                             for k in PROCESS_FIELDS]).tofile(handle)
 
     def processes(self) -> list[Any]:
         return list(self._files if self.folder is not None else self._parts)
@@ -193,7 +196,7 @@ class ProcessStore:
     def take(self, proc: Any) -> dict[str, np.ndarray]:
         """All lines of one process as columns (in the order added), dropped from the store."""
         if self.folder is None:
-            parts = self._parts.pop(proc)
+            parts = [{k: v if rows is None else v[rows] for k, v in cols.items()} for cols, rows in self._parts.pop(proc)]
             if len(parts) == 1:
                 return parts[0]
             return {k: np.concatenate([p[k] for p in parts]) for k in PROCESS_FIELDS}
