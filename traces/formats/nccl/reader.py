@@ -184,6 +184,8 @@ def _assemble(scans: list[FileScan], stores: list[PartStore] | None, folder: Pat
     report_unusable(sv, where, report)
     store = ProcessStore(folder)
     mapped = map_lines(len(scans), taken, sv, inits, fixed, store, where, report)
+    for part_store in stores or ():  # replayed for the last time: only the per-process files are needed now
+        part_store.drop()
     del sv
     instances = mapped.instances
     C.set_identities(instances)

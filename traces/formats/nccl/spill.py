@@ -155,14 +155,19 @@ class PartStore:
     def clear(self) -> None:
         self._last = None
 
+    def drop(self) -> None:
+        """Remove the file once the last pass has replayed it (disk space)."""
+        self.path.unlink(missing_ok=True)
+        self._lengths = []
+
     def chunks(self) -> Iterator[dict[str, np.ndarray]]:
         """The parts in the order they came, as columns (text decoded), one at a time."""
         width = len(_STORED)
-        offset = 0
+        if not self._lengths:
+            return
         with open(self.path, "rb") as handle:
             for n in self._lengths:
                 matrix = np.fromfile(handle, dtype=np.int64, count=n * width).reshape(n, width)
-                offset += n
                 yield {name: (self._codes[name].decode(matrix[:, k]) if name in _TEXT else matrix[:, k])
                        for k, name in enumerate(_STORED)}
                 del matrix
