@@ -216,7 +216,7 @@ def ingest(
 
 #: Formats whose reader can hand its rows over a block at a time: format -> function of its module,
 #: ``f(paths, progress=None) -> (rows, IngestReport)``, ``rows`` with ``meta``, ``__len__``, ``blocks()``,
-#: ``light()`` and ``n_ranks()`` (:class:`traces.formats.nccl.output.CompactRows`).
+#: ``light()``, ``check_collectives(check)`` and ``n_ranks()`` (:class:`traces.formats.nccl.output.CompactRows`).
 STREAMING: dict[str, str] = {"nccl": "scan_nccl_logs"}
 
 
@@ -276,7 +276,7 @@ def ingest_to_parquet(
         report.raise_if_strict(strict)  # after the rows' own checks, as the reader does
         if not len(rows):
             raise TraceError(_no_collectives(inputs.files, report, meta["notes"]))
-        writer.check_collectives(rows.light(), rows.split_lengths())
+        rows.check_collectives(writer.check_collectives)  # on light columns (a bucket at a time when spilled)
     return len(rows), rows.n_ranks(), meta
 
 

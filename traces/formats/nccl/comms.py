@@ -15,13 +15,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-import pandas as pd
-
 from traces.formats.nccl.infer import infer_groups
 
 __all__ = ["POS_SHIFT", "Instance", "assign_global_ranks", "build_instances", "comm_members", "fix_hosts",
-           "group_instances", "note_sequence", "pos_key", "set_identities", "split_shared_identities"]
+           "group_instances", "pos_key", "set_identities", "split_shared_identities"]
 
 POS_SHIFT = 40  # position key = file index << POS_SHIFT | line number (orders lines across files)
 
@@ -244,18 +241,6 @@ def comm_members(
         notes.append(f"{len(partial)} communicator(s) have members no log line shows (-1 in metadata comms): "
                      + ", ".join(partial[:5]) + (" ..." if len(partial) > 5 else ""))
     return out
-
-
-def note_sequence(inst: Instance, c: pd.DataFrame, idx: np.ndarray) -> None:
-    """Keep the collectives (not Send/Recv) of a pointer without Init line, and its prefix ``[dev]``."""
-    idx = idx[np.argsort(c["pos"].to_numpy()[idx], kind="stable")]
-    ops = c["op"].to_numpy()[idx]
-    keep = (ops != "Send") & (ops != "Recv")
-    cols = [c[name].to_numpy()[idx][keep].tolist() for name in ("opc", "op", "count", "dt", "root")]
-    inst.sequence = tuple(zip(*cols, strict=True))
-    devs = np.unique(c["dev"].to_numpy()[idx])
-    devs = devs[devs >= 0]  # a line without prefix shows no device
-    inst.prefix_dev = int(devs[0]) if len(devs) == 1 else -1
 
 
 def set_identities(instances: list[Instance]) -> None:

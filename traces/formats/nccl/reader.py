@@ -10,19 +10,32 @@ pieces: :mod:`traces.formats.nccl.layout` (formats), :mod:`traces.formats.nccl.s
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from traces.formats.files import compression_of
 from traces.formats.nccl import comms as C
 from traces.formats.nccl.infer import align_on_opcount
-from traces.formats.nccl.layout import NCCL_OPS
-from traces.formats.nccl.output import CompactRows, combined_codes, disagreeing_codes
-from traces.formats.nccl.rows import COLL, OP_CODE, RECV, SEND, apply_tuning, build_rows, object_frame
+from traces.formats.nccl.lines import Mapped, map_lines, report_unusable, survey
+from traces.formats.nccl.output import CompactRows, combined_codes
+from traces.formats.nccl.rows import (
+    COLL,
+    OP_CODE,
+    RECV,
+    SEND,
+    apply_tuning,
+    build_rows,
+    copy_tuning,
+    match_tuning,
+    object_frame,
+)
+from traces.formats.nccl.rowstore import RowStore, SpilledRows
 from traces.formats.nccl.scan import NO_TS, FileScan, scan_file, use_jit
+from traces.formats.nccl.spill import PartStore, ProcessStore, hand_over, should_spill, spill_folder
 from traces.formats.nccl.writer import write_nccl_log
 from traces.ingest_report import IngestReport
 from traces.schema import DTYPE_BYTES, NCCL_DTYPE_CODES, TraceError, new_metadata, validate
@@ -106,21 +119,26 @@ def scan_nccl_logs(paths: list[Path], *, progress: Callable[[float], Any] | None
     report = IngestReport()
     paths = [Path(p) for p in paths]
     scans: list[FileScan] = []
-    jit = use_jit(sum(p.stat().st_size for p in paths if p.is_file()))
-    for path in paths:
-        scans.append(scan_file(path, report, progress, jit=jit))
-        report.files.append(str(path))
-    report.lines_read = sum(s.lines for s in scans)
-    _check_inputs(paths, scans, report)
-    compact = _assemble(scans, report)
+    sizes = [(p.stat().st_size, compression_of(p) is not None) for p in paths if p.is_file()]
+    jit = use_jit(sum(n for n, _ in sizes))
+    with spill_folder(should_spill(sizes)) as folder:  # removed at the end, also on an error
+        stores = None if folder is None else []
+        for f, path in enumerate(paths):
+            store = None if folder is None else PartStore(folder, f"file{f}")
+            scans.append(scan_file(path, report, progress, jit=jit, parts=store))
+            if stores is not None:
+                stores.append(store)
+            report.files.append(str(path))
+        report.lines_read = sum(s.lines for s in scans)
+        compact = _assemble(scans, stores, folder, report)
     report.records = len(compact)
-    report.set_agreement(*disagreeing_codes(compact.rows, compact.comm_name, compact.dt_name))
+    report.set_agreement(*compact.agreement())
     compact.meta["notes"] = list(dict.fromkeys(report.notes))
     return compact, report
 
 
-def _check_inputs(paths: list[Path], scans: list[FileScan], report: IngestReport) -> None:
-    useful = [s for s in scans if s.nccl_lines or len(s.coll["line"])]
+def _check_inputs(paths: list[Path], scans: list[FileScan], coll_lines: list[int], report: IngestReport) -> None:
+    useful = [s for s, n in zip(scans, coll_lines, strict=True) if s.nccl_lines or n]
     if not useful:
         first = paths[0] if paths else "input"
         what = "empty file" if scans and scans[0].lines == 0 else "no NCCL log lines found"
@@ -130,135 +148,80 @@ def _check_inputs(paths: list[Path], scans: list[FileScan], report: IngestReport
             report.notes.append(f"{s.path}: {'empty file' if s.lines == 0 else 'no NCCL log lines'}")
 
 
-def _coll_frame(scans: list[FileScan]) -> pd.DataFrame:
-    frames = []
-    for f, s in enumerate(scans):
-        # object columns stay object (pandas 3 would turn them into Arrow strings, slow to iterate)
-        cols = {k: v for k, v in s.coll.items() if k not in ("line", "tid")}  # not read later (memory)
-        cols["pos"] = (np.int64(f) << C.POS_SHIFT) | np.asarray(s.coll["line"], dtype=np.int64)
-        cols["file"] = np.full(len(cols["pos"]), f, dtype=np.int64)
-        frames.append(object_frame(cols))
-    if len(frames) == 1:
-        return frames[0]
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
-
-
 def _where(scans: list[FileScan], pos: int) -> str:
     return f"{scans[pos >> C.POS_SHIFT].path}:{pos & ((1 << C.POS_SHIFT) - 1)}"
 
 
-def _skip_rows(df: pd.DataFrame, mask: np.ndarray, reason: str, scans: list[FileScan],
-               report: IngestReport) -> pd.DataFrame:
-    if mask.any():
-        report.skip(reason, _where(scans, int(df["pos"].to_numpy()[mask][0])), int(mask.sum()))
-        return df[~mask]
-    return df
-
-
-def _drop_unusable(c: pd.DataFrame, scans: list[FileScan], report: IngestReport) -> pd.DataFrame:
-    # Decide per distinct op / dtype code (a handful), not per row.
-    codes, names = pd.factorize(c["op"].to_numpy(dtype=object))
-    names = list(names)
-    for k, op in enumerate(names):
-        if op not in NCCL_OPS:
-            c, codes = _skip_code(c, codes, k, f"unknown COLL op name {op!r}", scans, report)
-    for op in [k for k, v in NCCL_OPS.items() if v is None]:
-        if op in names:
-            c, codes = _skip_code(c, codes, names.index(op),
-                                  f"op {op} (NCCL 2.29+ one-sided) has no trace-schema equivalent", scans, report)
-    dts = pd.unique(c["dt"].to_numpy())
-    for dt in [d for d in dts.tolist() if d not in NCCL_DTYPE_CODES]:
-        c = _skip_rows(c, (c["dt"] == dt).to_numpy(), f"unknown datatype code {dt}", scans, report)
-    # A root (rooted ops) or peer (Send/Recv) is a comm rank: outside [0, nranks) the line is damaged.
-    rooted = np.isin(c["op"].to_numpy(dtype=object), ["Broadcast", "Reduce", "Gather", "Scatter", "Send", "Recv"])
-    root, nranks = c["root"].to_numpy(), c["nranks"].to_numpy()
-    return _skip_rows(c, rooted & ((root < 0) | (root >= nranks)), "root or peer outside the communicator "
-                      "([nranks=])", scans, report)
-
-
-def _skip_code(c: pd.DataFrame, codes: np.ndarray, k: int, reason: str, scans: list[FileScan],
-               report: IngestReport) -> tuple[pd.DataFrame, np.ndarray]:
-    mask = codes == k
-    return _skip_rows(c, mask, reason, scans, report), codes[~mask]
-
-
-def _assemble(scans: list[FileScan], report: IngestReport) -> CompactRows:
+def _assemble(scans: list[FileScan], stores: list[PartStore] | None, folder: Path | None,
+              report: IngestReport) -> CompactRows:
+    """Map the COLL lines (two passes over the chunks, :mod:`traces.formats.nccl.lines`), build the rows
+    one process at a time, then TUNING, timestamps and metadata."""
     notes = report.notes
-    c = _coll_frame(scans)
-    for s in scans:  # the frame holds the COLL columns now: do not keep two copies (peak memory)
-        s.coll = {}
+
+    def chunks(f: int) -> Iterator[dict[str, np.ndarray]]:
+        if stores is not None:
+            yield from stores[f].chunks()
+        else:
+            yield scans[f].coll
+
+    def taken(f: int) -> Iterator[dict[str, np.ndarray]]:  # the last pass over a file in memory frees it
+        if stores is not None:
+            yield from stores[f].chunks()
+        else:
+            coll, scans[f].coll = scans[f].coll, {}
+            yield coll
+
+    def where(pos: int) -> str:
+        return _where(scans, pos)
+
     inits = [dict(r, pos=C.pos_key(f, r["line"])) for f, s in enumerate(scans) for r in s.inits]
+    sv = survey(len(scans), chunks)
+    _check_inputs([Path(s.path) for s in scans], scans, sv.lines, report)
     # Interleaved writes can glue garbage onto a host name: map it back to the clean name of that pid.
-    seen = c[["host", "pid"]].drop_duplicates() if len(c) else pd.DataFrame({"host": [], "pid": []})
-    pairs = set(zip(seen["host"].tolist(), seen["pid"].tolist(), strict=True)) | {(r["host"], r["pid"]) for r in inits}
-    fixed = C.fix_hosts(pairs)
-    if fixed and len(c):
-        key = pd.MultiIndex.from_arrays([c["host"], c["pid"]])
-        new = pd.Series([fixed.get(k, k[0]) for k in seen.itertuples(index=False, name=None)],
-                        index=pd.MultiIndex.from_frame(seen))
-        c["host"] = new.reindex(key).to_numpy()
+    fixed = C.fix_hosts(sv.pairs | {(r["host"], r["pid"]) for r in inits})
     for r in inits:
         r["host"] = fixed.get((r["host"], r["pid"]), r["host"])
-    c = _drop_unusable(c, scans, report)
-    c = _resolve_unprefixed(c, inits, scans, report)
-
-    by_key = C.build_instances(inits)
-    instances = [i for insts in by_key.values() for i in insts]
-    index_of = {id(i): k for k, i in enumerate(instances)}
-    row_inst = np.full(len(c), -1, dtype=np.int64)
-    if len(c):
-        for key, idx in c.groupby(["host", "pid", "comm"], sort=False).indices.items():
-            key = (key[0], int(key[1]), key[2])
-            insts = by_key.get(key)
-            pos = c["pos"].to_numpy()[idx]
-            if insts is None:
-                inst = C.Instance(key=key, rank=None, nranks=int(c["nranks"].to_numpy()[idx[0]]), comm_id=None,
-                                  dev=None, local_ranks=None, start=int(pos.min()), record_pos=[])
-                insts = by_key[key] = [inst]
-                index_of[id(inst)] = len(instances)
-                instances.append(inst)
-            base = index_of[id(insts[0])]
-            if len(insts) == 1:
-                row_inst[idx] = base
-            else:
-                starts = np.array([i.start for i in insts])
-                which = np.clip(np.searchsorted(starts, pos, side="right") - 1, 0, len(insts) - 1)
-                row_inst[idx] = [index_of[id(insts[w])] for w in which]
-            if insts[0].rank is None:  # no Init line: the evidence for inferring its communicator
-                C.note_sequence(insts[0], c, idx)
-            granks = c["grank"].to_numpy()[idx]
-            if (granks >= 0).any():
-                for w in set(row_inst[idx].tolist()):
-                    instances[w].grank = int(granks[granks >= 0][0])
-    c["inst"] = row_inst
+    report_unusable(sv, where, report)
+    store = ProcessStore(folder)
+    mapped = map_lines(len(scans), taken, sv, inits, fixed, store, where, report)
+    for part_store in stores or ():  # replayed for the last time: only the per-process files are needed now
+        part_store.drop()
+    del sv
+    instances = mapped.instances
     C.set_identities(instances)
     evidence: dict[str, dict[str, Any]] = {}
     comms = C.group_instances(instances, notes, evidence)
     C.split_shared_identities(comms, notes)
-    host_order = _host_order(c, inits)
+    host_order = _host_order(mapped.host_first, inits)
     ranks, world_size, world = C.assign_global_ranks(comms, host_order, notes)
     members = C.comm_members(comms, ranks, world, world_size, notes)
 
-    rows, comm_name = _rows(c, instances, ranks, notes)
-    del c  # per-line data is no longer needed: only the rows go on (peak memory)
-    unmatched = 0
-    if len(rows):
-        proc_code: dict[tuple[str, int], int] = {}
-        inst_proc = np.array([proc_code.setdefault(i.key[:2], len(proc_code)) for i in instances], dtype=np.int64)
-        unmatched = apply_tuning(rows, inst_proc[rows["inst"].to_numpy()], _tuning_columns(scans, proc_code, fixed))
+    proc_code = {p: k for k, p in enumerate(mapped.processes)}
+    tunings = _tuning_columns(scans, proc_code, fixed)
+    stamps = [s.min_ts_us for s in scans if s.min_ts_us is not None]
+    if folder is None:
+        rows, comm_name = _rows(store, mapped, ranks, notes)
+        n_rows = len(rows)
+        if n_rows:
+            inst_proc = np.asarray(mapped.inst_proc, dtype=np.int64)
+            unmatched = apply_tuning(rows, inst_proc[rows["inst"].to_numpy()], tunings)
+            ts = rows["ts_us"].to_numpy()
+            if (ts != NO_TS).any():
+                stamps.append(int(ts[ts != NO_TS].min()))
+            rows["t_start_s"] = np.where(ts == NO_TS, np.nan, (ts - (min(stamps) if stamps else 0)) / 1e6)
     else:
+        spilled, comm_name, inferred, unmatched, ts_min = _spilled_rows(store, mapped, ranks, notes, tunings, folder)
+        if ts_min is not None:
+            stamps.append(ts_min)
+        out = SpilledRows(spilled, comm_name, *_host_dev(instances), _DT_NAME, {}, min(stamps) if stamps else 0)
+        hand_over(out, folder)  # its files stay until the rows are written
+        n_rows = len(out)
+        _finish_spilled(out, inferred, notes)
+    if not n_rows:
         unmatched = sum(len(s.tunings["line"]) for s in scans)
         notes.append("no usable COLL lines (log with NCCL_DEBUG_SUBSYS=COLL to see collectives)")
     if unmatched:
         notes.append(f"{unmatched} TUNING line(s) matched no COLL line of their process")
-
-    stamps = [s.min_ts_us for s in scans if s.min_ts_us is not None]
-    if len(rows):
-        ts = rows["ts_us"].to_numpy()
-        if (ts != NO_TS).any():
-            stamps.append(int(ts[ts != NO_TS].min()))
-        base = min(stamps) if stamps else 0
-        rows["t_start_s"] = np.where(ts == NO_TS, np.nan, (ts - base) / 1e6)
     extra: dict[str, Any] = {"notes": notes}
     if evidence:
         extra["comm_inference"] = evidence
@@ -272,9 +235,16 @@ def _assemble(scans: list[FileScan], report: IngestReport) -> CompactRows:
         if len(versions) > 1:
             notes.append(f"several NCCL versions in the logs: {', '.join(versions)}")
     meta = new_metadata(world_size, members, "nccl-log", gpus_per_node=_gpus_per_node(instances), **extra)
-    host = np.array([i.key[0] for i in instances], dtype=object)  # the instance key holds the row's host
-    dev = np.array([max(i.identity[2], -1) for i in instances], dtype=np.int64)
-    return CompactRows(rows, comm_name, host, dev, _DT_NAME, meta)
+    if folder is None:
+        return CompactRows(rows if n_rows else pd.DataFrame(), comm_name, *_host_dev(instances), _DT_NAME, meta)
+    out.meta = meta
+    return out
+
+
+def _host_dev(instances: list[C.Instance]) -> tuple[np.ndarray, np.ndarray]:
+    """Host and device of each instance code (the instance key holds the row's host)."""
+    host = np.array([i.key[0] for i in instances], dtype=object)
+    return host, np.array([max(i.identity[2], -1) for i in instances], dtype=np.int64)
 
 
 def _tuning_columns(scans: list[FileScan], proc_code: dict[tuple[str, int], int],
@@ -297,110 +267,119 @@ def _tuning_columns(scans: list[FileScan], proc_code: dict[tuple[str, int], int]
     return {k: np.concatenate([p[k] for p in parts]) if parts else np.empty(0) for k in names}
 
 
-#: pid given to the unnamed process of a file whose unprefixed lines use a pointer nothing else shows.
-_UNNAMED_PID = -2
-
-
-def _resolve_unprefixed(c: pd.DataFrame, inits: list[dict[str, Any]], scans: list[FileScan],
-                        report: IngestReport) -> pd.DataFrame:
-    """Give COLL bodies printed without a prefix the process of the only one using that pointer in the file,
-    else in all files; a pointer seen nowhere else is one unnamed process per file (host ``""``)."""
-    lost = (c["pid"] < 0).to_numpy()
-    if not lost.any():
-        return c
-    owners: dict[tuple[int, str], set[tuple[str, int]]] = {}
-    for f, h, p, ptr in zip(c["file"][~lost], c["host"][~lost], c["pid"][~lost], c["comm"][~lost], strict=True):
-        owners.setdefault((f, ptr), set()).add((h, p))
-    for r in inits:
-        owners.setdefault((r["pos"] >> C.POS_SHIFT, r["ptr"]), set()).add((r["host"], r["pid"]))
-    anywhere: dict[str, set[tuple[str, int]]] = {}
-    for (_, ptr), procs in owners.items():
-        anywhere.setdefault(ptr, set()).update(procs)
-    hosts, pids = c["host"].to_numpy().copy(), c["pid"].to_numpy().copy()
-    unresolved = np.zeros(len(c), dtype=bool)
-    files, ptrs = c["file"].to_numpy(), c["comm"].to_numpy()
-    for i in np.flatnonzero(lost):
-        found = owners.get((int(files[i]), ptrs[i])) or anywhere.get(ptrs[i], set())
-        if len(found) == 1:
-            hosts[i], pids[i] = next(iter(found))
-        elif not found:  # a pointer no prefixed line shows: its lines are one process we cannot name
-            hosts[i], pids[i] = "", _UNNAMED_PID - int(files[i])
-        else:
-            unresolved[i] = True
-    c = c.assign(host=hosts, pid=pids)
-    return _skip_rows(c, unresolved, "COLL line without a host:pid prefix and an ambiguous comm pointer",
-                      scans, report)
-
-
-def _host_order(c: pd.DataFrame, inits: list[dict[str, Any]]) -> dict[str, int]:
-    first: dict[str, int] = {}
+def _host_order(host_first: dict[str, int], inits: list[dict[str, Any]]) -> dict[str, int]:
+    first = dict(host_first)
     for r in inits:
         first[r["host"]] = min(first.get(r["host"], r["pos"]), r["pos"])
-    if len(c):
-        for host, pos in c.groupby("host", sort=False)["pos"].min().items():
-            first[host] = min(first.get(host, pos), int(pos))
     return {h: k for k, h in enumerate(sorted(first, key=first.__getitem__))}
 
 
-def _rows(c: pd.DataFrame, instances: list[C.Instance], ranks: dict[tuple[str, int, int], int],
-          notes: list[str]) -> tuple[pd.DataFrame, np.ndarray]:
-    """Trace rows (text still as codes) and the comm name of each code.
-
-    Rows are built one process at a time (every step of :func:`build_rows` stays inside one process: runs,
-    groups and ``seq`` are per instance or rank), so the working set is one process's lines, not the file's.
-    """
+def _builder(mapped: Mapped, ranks: dict[tuple[str, int, int], int]
+             ) -> tuple[Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]], np.ndarray, set[int]]:
+    """The row builder of one process's lines, the comm name of each code, and the inferred comms' codes."""
+    instances = mapped.instances
     comm_code, comm_name = pd.factorize(np.array([i.comm for i in instances], dtype=object), use_na_sentinel=False)
     comm_name = np.asarray(comm_name, dtype=object)
-    if not len(c):
-        return pd.DataFrame(), comm_name
-    inst = c["inst"].to_numpy()
     # Integer codes through the row steps; text only for the final rows (object columns are slow to take).
     grank = np.array([ranks[i.identity] for i in instances], dtype=np.int64)
     nranks = np.array([i.nranks for i in instances], dtype=np.int64)
     dt_size = np.array([DTYPE_BYTES.get(n, 0) for n in _DT_NAME], dtype=np.int64)
-    op_codes, op_names = pd.factorize(c["op"].to_numpy(dtype=object))
-    op_of_code = np.array([OP_CODE[NCCL_OPS[o]] for o in op_names], dtype=np.int64)
-    proc_code: dict[tuple[str, int], int] = {}
-    inst_proc = np.array([proc_code.setdefault(i.key[:2], len(proc_code)) for i in instances], dtype=np.int64)
-    line = {k: c[k].to_numpy() for k in ("pos", "opc", "count", "dt", "root", "nranks", "ts_us")}
+    inferred = {int(comm_code[k]) for k, i in enumerate(instances) if i.inferred}
 
-    def columns(idx: np.ndarray) -> dict[str, np.ndarray]:
-        # one process's lines: the derived columns are made per process, never for the whole file (memory)
-        i, ops, dt = inst[idx], op_of_code[op_codes[idx]], line["dt"][idx]
+    def build(line: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        i, ops, dt = line["inst"], line["op"], line["dt"]
         kind = np.select([ops == OP_CODE["Send"], ops == OP_CODE["Recv"]], [SEND, RECV], COLL).astype(np.int8)
-        return {"pos": line["pos"][idx], "inst": i, "rank": grank[i], "comm": comm_code[i], "op": ops, "kind": kind,
-                "opc": line["opc"][idx], "count": line["count"][idx], "dt": dt, "size": dt_size[dt],
-                "root": line["root"][idx], "nranks": np.where(nranks[i] > 0, nranks[i], line["nranks"][idx]),
-                "ts_us": line["ts_us"][idx]}
+        out = build_rows({"pos": line["pos"], "inst": i, "rank": grank[i], "comm": comm_code[i], "op": ops,
+                          "kind": kind, "opc": line["opc"], "count": line["count"], "dt": dt, "size": dt_size[dt],
+                          "root": line["root"], "nranks": np.where(nranks[i] > 0, nranks[i], line["nranks"]),
+                          "ts_us": line["ts_us"]}, frame=False)
+        if inferred:  # the opCount of each row's line, to align seq of inferred communicators on
+            by_pos = np.argsort(line["pos"], kind="stable")
+            out["opc"] = line["opc"][by_pos[np.searchsorted(line["pos"][by_pos], out["pos"])]]
+        return out
 
-    procs = inst_proc[inst]
-    order = np.argsort(procs, kind="stable")
-    cuts = np.flatnonzero(np.diff(procs[order])) + 1
-    del procs
-    parts = [build_rows(columns(idx), frame=False) for idx in np.split(order, cuts)]
-    del order
+    return build, comm_name, inferred
+
+
+def _rows(store: ProcessStore, mapped: Mapped, ranks: dict[tuple[str, int, int], int],
+          notes: list[str]) -> tuple[pd.DataFrame, np.ndarray]:
+    """Trace rows (text still as codes) and the comm name of each code.
+
+    Rows are built one process at a time from its lines in ``store`` (every step of :func:`build_rows`
+    stays inside one process: runs, groups and ``seq`` are per instance or rank), so the working set is one
+    process's lines, not the file's.
+    """
+    build, comm_name, inferred = _builder(mapped, ranks)
+    if not mapped.rows:
+        return pd.DataFrame(), comm_name
+    parts = [build(store.take(p)) for p in store.processes()]
     joined = {k: np.concatenate([p.pop(k) for p in parts]) for k in list(parts[0])}
     del parts
-    if len(proc_code) > 1:  # one order over all processes: rank, then line (as one build gives)
+    if len(mapped.processes) > 1:  # one order over all processes: rank, then line (as one build gives)
         by = np.lexsort((joined["pos"], joined["rank"]))
         for k in joined:  # one column at a time: never two copies of all rows (memory)
             joined[k] = joined[k][by]
         del by
+    opc = joined.pop("opc", None)
     rows = object_frame(joined)
     del joined
-    inferred = {int(comm_code[k]) for k, i in enumerate(instances) if i.inferred}
     if inferred and len(rows):
-        pos = line["pos"]
-        by_pos = np.argsort(pos, kind="stable")
-        at = by_pos[np.searchsorted(pos[by_pos], rows["pos"].to_numpy())]
         seq, done = align_on_opcount(rows["comm"].to_numpy(), rows["rank"].to_numpy(), rows["pos"].to_numpy(),
-                                     line["opc"][at], rows["kind"].to_numpy() == COLL,
-                                     rows["seq"].to_numpy(), inferred)
+                                     opc, rows["kind"].to_numpy() == COLL, rows["seq"].to_numpy(), inferred)
         rows["seq"] = seq
         if done:
             notes.append(f"seq of {len(done)} inferred communicator(s) aligned on opCount (members' logs start "
                          "at different collectives)")
     return rows, comm_name
+
+
+def _spilled_rows(store: ProcessStore, mapped: Mapped, ranks: dict[tuple[str, int, int], int], notes: list[str],
+                  tunings: dict[str, np.ndarray], folder: Path) -> tuple[RowStore, np.ndarray, set[int], int, int | None]:
+    """:func:`_rows` and the TUNING match of each process, its rows written to a :class:`RowStore`.
+
+    Returns the store, comm names, inferred comm codes, TUNING lines matched by no row, and the earliest
+    timestamp of the rows.
+    """
+    build, comm_name, inferred = _builder(mapped, ranks)
+    rows = RowStore(folder)
+    procs = store.processes()
+    order = np.argsort(tunings["proc"], kind="stable")
+    cuts = np.flatnonzero(np.diff(tunings["proc"][order])) + 1
+    by_proc = {int(tunings["proc"][idx[0]]): idx for idx in np.split(order, cuts) if len(idx)}
+    unmatched = sum(len(idx) for p, idx in by_proc.items() if p not in procs)
+    ts_min = None
+    for p in procs:
+        part = build(store.take(p))
+        idx = by_proc.get(p, np.empty(0, dtype=np.int64))
+        part["algo"], part["proto"], missed = match_tuning(part, np.full(len(part["pos"]), p, dtype=np.int64),
+                                                            {k: v[idx] for k, v in tunings.items()})
+        unmatched += missed
+        ts = part["ts_us"][part["ts_us"] != NO_TS]
+        if len(ts):
+            ts_min = int(ts.min()) if ts_min is None else min(ts_min, int(ts.min()))
+        rows.add(part)
+        del part
+    return rows, comm_name, inferred, unmatched, ts_min
+
+
+def _finish_spilled(rows: SpilledRows, inferred: set[int], notes: list[str]) -> None:
+    """The steps across processes on gathered columns: seq of inferred comms aligned on opCount, then each
+    TUNING choice copied to the other members of its collective."""
+    if inferred and len(rows):
+        c = rows.gather(("comm", "rank", "pos", "opc", "kind", "seq"))
+        seq, done = align_on_opcount(c["comm"], c["rank"], c["pos"], c["opc"], c["kind"] == COLL, c["seq"], inferred)
+        del c
+        if done:
+            rows.patch("seq", seq)
+            notes.append(f"seq of {len(done)} inferred communicator(s) aligned on opCount (members' logs start "
+                         "at different collectives)")
+        del seq
+    if len(rows):
+        c = rows.gather(("kind", "comm", "seq", "algo", "proto"))
+        if (c["algo"] != 0).any():
+            copy_tuning(c["kind"] == COLL, c["comm"], c["seq"], c["algo"], c["proto"], unknown=0)
+            rows.patch("algo", c["algo"])
+            rows.patch("proto", c["proto"])
 
 
 #: NCCL datatype code -> schema dtype name ("" for codes the schema lacks; such lines are skipped earlier).

@@ -181,37 +181,52 @@ def apply_tuning(rows: pd.DataFrame, process: np.ndarray, tunings: dict[str, np.
     """Set ``algo``/``proto`` from TUNING lines; return how many TUNING lines matched no COLL line.
 
     ``tunings`` holds equal-length columns ``pos``, ``proc`` (process code as in ``process``), ``op``
-    (printed name or None), ``nbytes``, ``algo``, ``proto``.
-
-    A TUNING line is printed when the op is launched, after its COLL line, by the same process: it goes to
-    the latest earlier collective of that process (within ``TUNING_WINDOW`` lines) not yet matched whose op
-    (when printed) and size agree (``nBytes`` is count x size, times nranks for AllGather/ReduceScatter).
-    Grouped launches print COLL a, COLL b, TUNING a, TUNING b: op and size tell a from b; identical ops
-    are interchangeable. The choice is then copied to the
-    other ranks of the same (comm, seq) collective, since every rank runs the same algorithm.
+    (printed name or None), ``nbytes``, ``algo``, ``proto``. :func:`match_tuning`, then
+    :func:`copy_tuning` over all rows.
     """
-    n_tun = len(tunings["pos"])
     rows["algo"] = ""
     rows["proto"] = ""
-    if not n_tun or not len(rows):
-        return n_tun
-    no_split = np.fromiter(map(len, rows["split_bytes"].to_numpy()), dtype=np.int64, count=len(rows)) == 0
-    cand = (rows["kind"].to_numpy() == COLL) & no_split
+    if not len(tunings["pos"]) or not len(rows):
+        return len(tunings["pos"])
+    algo, proto, unmatched = match_tuning(rows, process, tunings)
+    copy_tuning(rows["kind"].to_numpy() == COLL, pd.factorize(rows["comm"].to_numpy())[0].astype(np.int64),
+                rows["seq"].to_numpy(), algo, proto)
+    rows["algo"], rows["proto"] = algo, proto
+    return unmatched
+
+
+def match_tuning(rows: Any, process: np.ndarray, tunings: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray, int]:
+    """``algo``/``proto`` (object arrays, "" when unknown) of each row from the TUNING lines of its process,
+    and how many TUNING lines matched no COLL line.
+
+    ``rows`` has columns ``split_bytes``, ``kind``, ``pos``, ``op`` (names), ``bytes``, ``nranks``. A TUNING
+    line is printed when the op is launched, after its COLL line, by the same process: it goes to the latest
+    earlier collective of that process (within ``TUNING_WINDOW`` lines) not yet matched whose op (when
+    printed) and size agree (``nBytes`` is count x size, times nranks for AllGather/ReduceScatter).
+    Grouped launches print COLL a, COLL b, TUNING a, TUNING b: op and size tell a from b; identical ops are
+    interchangeable. Processes are independent: matching one process at a time gives the same choices.
+    """
+    n_rows = len(rows["pos"])
+    algo = np.full(n_rows, "", dtype=object)
+    proto = np.full(n_rows, "", dtype=object)
+    if not len(tunings["pos"]) or not n_rows:
+        return algo, proto, len(tunings["pos"])
+    splits = np.asarray(rows["split_bytes"])
+    no_split = np.fromiter(map(len, splits), dtype=np.int64, count=n_rows) == 0
+    cand = (np.asarray(rows["kind"]) == COLL) & no_split
     cand_idx = np.flatnonzero(cand)
-    order = np.lexsort((rows["pos"].to_numpy()[cand_idx], process[cand_idx]))
+    pos = np.asarray(rows["pos"])
+    order = np.lexsort((pos[cand_idx], process[cand_idx]))
     cand_idx = cand_idx[order]
     cuts = np.flatnonzero(np.diff(process[cand_idx])) + 1
     by_proc = {int(process[part[0]]): part for part in np.split(cand_idx, cuts) if len(part)}
-    pos = rows["pos"].to_numpy()
-    ops, nbytes = rows["op"].to_numpy(), rows["bytes"].to_numpy()
-    scaled = nbytes * np.where(rows["op"].isin(["AllGather", "ReduceScatter"]), rows["nranks"], 1)
-    algo = np.full(len(rows), "", dtype=object)
-    proto = np.full(len(rows), "", dtype=object)
+    ops, nbytes = np.asarray(rows["op"]), np.asarray(rows["bytes"])
+    scaled = nbytes * np.where(np.isin(ops, ["AllGather", "ReduceScatter"]), np.asarray(rows["nranks"]), 1)
     unmatched = 0
     t_order = np.lexsort((tunings["pos"], tunings["proc"]))
     t_proc = tunings["proc"][t_order]
     t_cuts = np.flatnonzero(np.diff(t_proc)) + 1
-    taken = np.zeros(len(rows), dtype=bool)
+    taken = np.zeros(n_rows, dtype=bool)
     for part in np.split(t_order, t_cuts):
         proc = int(tunings["proc"][part[0]])
         idx = by_proc.get(proc, np.empty(0, dtype=np.int64))
@@ -245,23 +260,25 @@ def apply_tuning(rows: pd.DataFrame, process: np.ndarray, tunings: dict[str, np.
                 continue
             taken[found] = True
             algo[found], proto[found] = t_algo[j], t_proto[j]
-    # Copy each choice to the other ranks' rows of the same (comm, seq) collective: one integer key each.
-    coll = rows["kind"].to_numpy() == COLL
-    comm_code = pd.factorize(rows["comm"].to_numpy())[0].astype(np.int64)
-    seq = rows["seq"].to_numpy()
-    key = comm_code * (int(seq.max()) + 1) + seq
-    known = np.flatnonzero(coll & (algo != ""))
+    return algo, proto, unmatched
+
+
+def copy_tuning(coll: np.ndarray, comm: np.ndarray, seq: np.ndarray, algo: np.ndarray, proto: np.ndarray,
+                unknown: Any = "") -> None:
+    """Copy each choice to the other ranks' rows of the same (comm, seq) collective (every rank runs the same
+    algorithm): from the first row of the collective, in row order, that has one. In place; ``comm`` as
+    integer codes; ``unknown`` is the value of ``algo`` when not known (text or a code)."""
+    key = comm * (int(seq.max()) + 1) + seq
+    known = np.flatnonzero(coll & (algo != unknown))
     if len(known):
         known_key, first = np.unique(key[known], return_index=True)  # the first row per key, as before
         src = known[first]
-        fill = np.flatnonzero(coll & (algo == ""))
+        fill = np.flatnonzero(coll & (algo == unknown))
         at = np.minimum(np.searchsorted(known_key, key[fill]), len(known_key) - 1)
         hit = known_key[at] == key[fill]
         algo[fill[hit]] = algo[src[at[hit]]]
         proto[fill[hit]] = proto[src[at[hit]]]
-    rows["algo"], rows["proto"] = algo, proto
-    return unmatched
 
 
 __all__ = ["COLL", "OP_CODE", "OP_NAMES", "RECV", "SEND", "TUNING_WINDOW", "apply_tuning", "build_rows",
-    "object_frame"]
+    "copy_tuning", "match_tuning", "object_frame"]

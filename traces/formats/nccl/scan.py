@@ -159,7 +159,7 @@ def _import_kernel() -> None:
 
 
 def scan_file(path: Path, report: IngestReport, progress: Callable[[float], Any] | None = None,
-              jit: bool = False) -> FileScan:
+              jit: bool = False, parts: Any = None) -> FileScan:
     """Read one NCCL log file.
 
     Parameters
@@ -173,6 +173,9 @@ def scan_file(path: Path, report: IngestReport, progress: Callable[[float], Any]
     jit : bool
         Read chunks with the compiled kernel (:mod:`traces.formats.nccl.kernel_numba`) instead of the numpy path; both
         give the same scan.
+    parts : list-like, optional
+        Sink of the chunks' COLL column parts (``append``; ``parts[-1]`` reads the last one back), such as
+        a :class:`traces.formats.nccl.spill.PartStore`; ``scan.coll`` then joins what it iterates over.
 
     Returns
     -------
@@ -191,7 +194,7 @@ def scan_file(path: Path, report: IngestReport, progress: Callable[[float], Any]
     except _READ_ERRORS as exc:
         raise TraceError(f"{path}: cannot read ({getattr(exc, 'strerror', None) or exc})") from None
     if compressed:  # one stream, no byte ranges; progress in compressed bytes, once read
-        scan, skips = _scan_range(str(path), 0, -1, None, jit)
+        scan, skips = _scan_range(str(path), 0, -1, None, jit, parts)
         if progress is not None:
             progress(size)
         return _merge(str(path), [(scan, skips)], report)
@@ -205,8 +208,12 @@ def scan_file(path: Path, report: IngestReport, progress: Callable[[float], Any]
                 results.append(fut.result())
                 if progress is not None:
                     progress(b - a)
-        return _merge(str(path), results, report)
-    scan, skips = _scan_range(str(path), 0, size, progress, jit)
+        out = _merge(str(path), results, report)
+        if parts is not None:  # the ranges' columns, joined, go to the sink too
+            parts.append(out.coll)
+            out.coll = {name: v[:0] for name, v in out.coll.items()}
+        return out
+    scan, skips = _scan_range(str(path), 0, size, progress, jit, parts)
     return _merge(str(path), [(scan, skips)], report)
 
 
@@ -223,7 +230,7 @@ def _ranges(path: Path, size: int, n: int) -> list[tuple[int, int]]:
 
 
 def _scan_range(path: str, begin: int, end: int, progress: Callable[[float], Any] | None = None,
-                jit: bool = False) -> tuple[FileScan, list[tuple[str, int, int]]]:
+                jit: bool = False, parts: Any = None) -> tuple[FileScan, list[tuple[str, int, int]]]:
     """Scan bytes [begin, end) of a file (cut at line starts; ``end`` < 0: the whole decompressed stream of a
     compressed file); line numbers count from the range start.
 
@@ -231,7 +238,7 @@ def _scan_range(path: str, begin: int, end: int, progress: Callable[[float], Any
     """
     scan = FileScan(path=path, coll={})
     report = IngestReport()
-    parts: list[dict[str, Any]] = []
+    parts = [] if parts is None else parts  # a sink of scan_file's, or joined below
     line_base = 0
     try:
         with (open_binary(Path(path)) if end < 0 else open(path, "rb")) as handle:

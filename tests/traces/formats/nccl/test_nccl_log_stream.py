@@ -134,3 +134,104 @@ def test_compressed_files_and_folders_stream_to_the_same_rows(tmp_path: Path, mo
     ingest_to_parquet([str(plain)], tmp_path / "c.parquet")  # the same logs uncompressed: the same rows
     z = read_trace(tmp_path / "c.parquet")
     pd.testing.assert_frame_equal(y, z)
+
+
+def _read_all(paths):
+    """(rows, metadata, report) or the error message of read_nccl_logs."""
+    from traces.formats.nccl.reader import read_nccl_logs
+
+    try:
+        df, report = read_nccl_logs(paths)
+    except TraceError as exc:
+        return str(exc)
+    return df, df.attrs, report.as_dict()
+
+
+def test_spilled_passes_give_what_the_in_memory_passes_give(tmp_path: Path, monkeypatch) -> None:
+    # Samples read with their per-line data spilled to disk, in chunks of 512 bytes so
+    # that every file is several chunks: the replayed passes must keep every order (instances, skip reasons
+    # and their first file:line, unprefixed-line owners), so rows, metadata, report (hence --strict's error)
+    # and errors are those of the in-memory passes over the same chunks.
+    import tempfile
+
+    import traces.formats.nccl.scan as scan
+    import traces.formats.nccl.spill as spill
+
+    monkeypatch.setattr(scan, "CHUNK_BYTES", 512)
+    # all files at once (every line, skip reasons and pointer owners across files), and the files whose lines
+    # hit the rarer rules alone (one-sided ops and bad roots, launchers and unprefixed lines, one process
+    # driving two GPUs, a pointer without Init line), so each file's own first file:line is checked too
+    alone = [p for p in LOGS if Path(p).name.startswith(("constructed_", "issue"))]
+    inputs = [[Path(p) for p in LOGS]] + [[Path(p)] for p in alone]
+    expected = [_read_all(paths) for paths in inputs]
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # the spill folders go here: checked below
+    monkeypatch.setattr(spill, "SPILL_BYTES", 0)
+    for paths, want in zip(inputs, expected, strict=True):
+        got = _read_all(paths)
+        if isinstance(want, str) or isinstance(got, str):
+            assert got == want
+            continue
+        pd.testing.assert_frame_equal(got[0], want[0])
+        assert got[1:] == want[1:]
+    assert not list(tmp_path.glob("collsim-ingest-*"))  # removed at the end
+
+
+def test_spill_folder_is_removed_on_an_error(tmp_path: Path, monkeypatch) -> None:
+    import tempfile
+
+    import traces.formats.nccl.spill as spill
+    from traces.formats.nccl.reader import scan_nccl_logs
+
+    binary = tmp_path / "core.bin"
+    binary.write_bytes(bytes(range(256)) * 64)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(spill, "SPILL_BYTES", 0)
+    with pytest.raises(TraceError, match="binary data"):
+        scan_nccl_logs([Path(LOGS[0]), binary])  # the first file is spilled, then the second fails
+    assert not list(tmp_path.glob("collsim-ingest-*"))
+
+
+def test_spilled_rows_stream_and_check_as_in_memory(tmp_path: Path, monkeypatch) -> None:
+    # Spilled rows read back by block and checked a bucket of collectives at a time (buckets of 3 rows):
+    # the same Parquet rows, metadata, all-to-all-v splits, disagreement example and check errors.
+    import traces.formats.nccl.rowstore as rowstore
+    import traces.formats.nccl.spill as spill
+
+    lines = []
+    for r in range(2):
+        p = PRE.format(pid=10 + r, dev=r)
+        lines.append(f"{p}comm 0x{r + 1:x} rank {r} nranks 2 cudaDev {r} nvmlDev {r} busId 1000 commId 0xabc "
+                     "- Init COMPLETE")
+        for k, count in enumerate([4, 8]):
+            lines.append(f"{p}AllReduce: opCount {k:x} sendbuff 0x1 recvbuff 0x2 count {count} datatype 7 op 0 "
+                         f"root 0 comm 0x{r + 1:x} [nranks=2] stream 0x3")
+        for peer in range(2):  # an uneven all-to-all: one group of Sends and Recvs to and from every rank
+            for op, buf in (("Send", "sendbuff 0x1 recvbuff (nil)"), ("Recv", "sendbuff (nil) recvbuff 0x2")):
+                lines.append(f"{p}{op}: opCount 2 {buf} count {(r + 1) * (peer + 2)} datatype 7 op 0 root {peer} "
+                             f"comm 0x{r + 1:x} [nranks=2] stream 0x3")
+    alltoall = tmp_path / "a2a.log"
+    alltoall.write_text("\n".join(lines) + "\n")
+    bad = _log(tmp_path, [4, 8])
+    text = bad.read_text().splitlines()
+    text[-1] = text[-1].replace("count 8", "count 9")
+    bad.write_text("\n".join(text) + "\n")
+    monkeypatch.setattr(output, "BLOCK_ROWS", 2)
+    monkeypatch.setattr(rowstore, "BUCKET_ROWS", 3)
+
+    def run(paths: list[Path], spilled: bool, out: Path):
+        monkeypatch.setattr(spill, "SPILL_BYTES", 0 if spilled else 1 << 40)
+        try:
+            ingest_to_parquet(paths, out)
+        except TraceError as exc:
+            return _read_all(paths), str(exc)
+        return _read_all(paths), read_trace(out)
+
+    (want, a), (got, b) = run([alltoall], False, tmp_path / "m.parquet"), run([alltoall], True, tmp_path / "s.parquet")
+    assert sum(len(s) > 0 for s in want[0]["split_bytes"]) == 2  # one folded AllToAll row per rank
+    pd.testing.assert_frame_equal(got[0], want[0])
+    assert got[1:] == want[1:]
+    pd.testing.assert_frame_equal(a, b)
+    assert a.attrs == b.attrs
+    (want, a), (got, b) = run([bad], False, tmp_path / "m.parquet"), run([bad], True, tmp_path / "s.parquet")
+    assert want[2]["disagreeing_example"] and got[1:] == want[1:]
+    assert a == b and "field 'count'" in b
