@@ -31,12 +31,14 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 from functools import cached_property
+from pathlib import Path
 
 import networkx as nx
 import numpy as np
 import pandas as pd
 
 from topologies.errors import TopologyError
+from topologies.numba_cache import COMPILE_S, kernels_cached
 from topologies.schema import NVLINK_NODE_KINDS, SWITCH_KINDS, gpu_name
 
 #: Routing modes.
@@ -69,8 +71,10 @@ def use_compiled_walk(flows: int = 0) -> bool:
     """Whether a batch of ``flows`` flows should be routed by the compiled walk.
 
     The rule of :func:`sim.network.maxmin.use_compiled` (ski rental): True when ``WALK`` is "jit"; when
-    numba is already loaded in this process; when the batch has :data:`WALK_MIN_FLOWS` flows or more; or
-    when the numpy walks so far have cost :data:`WALK_LOAD_S` more than the compiled walk would have.
+    the walk is already loaded; when the batch has :data:`WALK_MIN_FLOWS` flows or more; and, where numba's
+    cache holds the walk, when numba is already loaded in this process or the numpy walks so far have cost
+    :data:`WALK_LOAD_S` more than the compiled walk would have (where it holds none: once they have cost
+    :data:`topologies.numba_cache.COMPILE_S` more, the price of compiling it).
     False for ``WALK = "numpy"`` and where numba cannot load. So small inputs never import numba.
 
     Examples
@@ -80,8 +84,13 @@ def use_compiled_walk(flows: int = 0) -> bool:
     """
     if WALK == "numpy":
         return False
-    if WALK == "jit" or "numba" in sys.modules or flows >= WALK_MIN_FLOWS or \
-            _WALK_SPENT["numpy_excess_s"] >= WALK_LOAD_S:
+    if WALK == "jit" or flows >= WALK_MIN_FLOWS or _WALK.get("mod") is not None:
+        return _walk_kernels() is not None
+    # loading the walk from numba's cache, or compiling it where the cache holds none (topologies.numba_cache)
+    if kernels_cached(str(Path(__file__).with_name("routing_numba.py"))):
+        if "numba" in sys.modules or _WALK_SPENT["numpy_excess_s"] >= WALK_LOAD_S:
+            return _walk_kernels() is not None
+    elif _WALK_SPENT["numpy_excess_s"] >= COMPILE_S:
         return _walk_kernels() is not None
     return False
 

@@ -20,12 +20,14 @@ grow with the number of water levels.
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from sim.network import constants
 from sim.network.constants import SHARE_RTOL
+from topologies.numba_cache import COMPILE_S, kernels_cached
 
 __all__ = ["JIT_LOAD_S", "JIT_MIN_INCIDENCES", "NUMPY_INCIDENCE_PASS_S", "NUMPY_PASS_S", "SOLVER", "charge_numpy",
            "max_min_rates", "max_min_rates_numpy", "numpy_excess_s", "use_compiled"]
@@ -116,10 +118,12 @@ def charge_numpy(excess_s: float) -> None:
 def use_compiled(incidences: int = 0) -> bool:
     """Whether the next solve (of ``incidences`` link incidences) should run compiled.
 
-    True when ``SOLVER`` is "jit"; when numba is already loaded in this process (nothing left to pay);
-    when the problem has :data:`JIT_MIN_INCIDENCES` or more; or when the numpy solves so far have cost
-    :data:`JIT_LOAD_S` more than the kernel would have. False for ``SOLVER = "numpy"`` and where numba
-    cannot load (the numpy path is always there). Other kernels of :mod:`sim.network` should ask here too,
+    True when ``SOLVER`` is "jit"; when the kernel is already loaded in this process; when the problem has
+    :data:`JIT_MIN_INCIDENCES` or more; and, where numba's cache holds the kernels
+    (:func:`kernels_cached_here`), when numba is already loaded (nothing left to pay) or the numpy solves
+    so far have cost :data:`JIT_LOAD_S` more than the kernel would have; where it holds none, once they
+    have cost :data:`topologies.numba_cache.COMPILE_S` more (compiling is the price then). False for
+    ``SOLVER = "numpy"`` and where numba cannot load (the numpy path is always there). Other kernels of :mod:`sim.network` should ask here too,
     so a process loads numba once, for a reason.
 
     Examples
@@ -129,10 +133,28 @@ def use_compiled(incidences: int = 0) -> bool:
     """
     if SOLVER == "numpy":
         return False
-    if SOLVER == "jit" or "numba" in sys.modules or incidences >= JIT_MIN_INCIDENCES or \
-            _SPENT["numpy_excess_s"] >= JIT_LOAD_S:
+    if SOLVER == "jit" or incidences >= JIT_MIN_INCIDENCES or _KERNEL.get("kernel") is not None:
+        return _compiled_kernel() is not None
+    # the price of the kernels: loading them from numba's cache, or compiling them where it holds none
+    # (the first process after an install: tens of seconds, more than a small run costs on numpy)
+    if kernels_cached_here():
+        if "numba" in sys.modules or _SPENT["numpy_excess_s"] >= JIT_LOAD_S:
+            return _compiled_kernel() is not None
+    elif _SPENT["numpy_excess_s"] >= COMPILE_S:
         return _compiled_kernel() is not None
     return False
+
+
+def kernels_cached_here() -> bool:
+    """Whether numba's cache holds this package's solver and event kernels (:mod:`topologies.numba_cache`).
+
+    Examples
+    --------
+    >>> kernels_cached_here() in (True, False)
+    True
+    """
+    folder = Path(__file__).parent
+    return all(kernels_cached(str(folder / name)) for name in ("maxmin_numba.py", "events_numba.py"))
 
 
 def _compiled_kernel() -> Any:

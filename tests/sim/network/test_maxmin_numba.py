@@ -54,6 +54,8 @@ def test_auto_starts_on_numpy_and_loads_the_kernel_once_it_pays(monkeypatch):
     monkeypatch.setattr(network, "SOLVER", "auto")
     monkeypatch.setitem(network._SPENT, "numpy_excess_s", 0.0)
     monkeypatch.delitem(sys.modules, "numba", raising=False)   # as if numba were not loaded yet
+    monkeypatch.setattr(network, "_KERNEL", {})
+    monkeypatch.setattr(network, "kernels_cached_here", lambda: True)  # numba's cache holds the kernels
     calls = []
     monkeypatch.setattr(network, "_compiled_kernel", lambda: calls.append(1) or max_min_kernel)
     ptr, links, caps = np.array([0, 1, 2, 4]), np.array([0, 1, 0, 1]), np.array([1.0, 2.0])
@@ -68,4 +70,23 @@ def test_auto_starts_on_numpy_and_loads_the_kernel_once_it_pays(monkeypatch):
     assert network.use_compiled(links.size) and calls
     monkeypatch.setattr(network, "SOLVER", "numpy")
     assert not network.use_compiled(10**9)
+
+
+def test_without_cached_kernels_small_runs_stay_on_numpy_until_a_compile_pays(monkeypatch):
+    # the first process after an install: loading the kernels means compiling them (tens of seconds), so
+    # numba being loaded or a load's worth of numpy time is not enough; a compile's worth is, and so is a
+    # problem big enough on its own; once loaded, the kernel is used for every solve of the process
+    monkeypatch.setattr(network, "SOLVER", "auto")
+    monkeypatch.setattr(network, "_KERNEL", {})
+    monkeypatch.setattr(network, "kernels_cached_here", lambda: False)
+    calls = []
+    monkeypatch.setattr(network, "_compiled_kernel",
+                        lambda: calls.append(1) or network._KERNEL.setdefault("kernel", max_min_kernel))
+    monkeypatch.setitem(sys.modules, "numba", sys.modules.get("numba") or object())
+    monkeypatch.setitem(network._SPENT, "numpy_excess_s", network.JIT_LOAD_S)
+    assert not network.use_compiled(1000) and not calls
+    monkeypatch.setitem(network._SPENT, "numpy_excess_s", network.COMPILE_S)
+    assert network.use_compiled(1000) and calls
+    monkeypatch.setitem(network._SPENT, "numpy_excess_s", 0.0)
+    assert network.use_compiled(10)  # loaded now: no price left
 
