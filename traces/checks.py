@@ -109,7 +109,11 @@ def exact_int(col: pd.Series, name: str, dtype: str, nan_as: int | None = None) 
         filled = np.where(missing, float(nan_as or 0), values)
         _fail(~np.isfinite(filled), f"field '{name}' is not finite", values)
         _fail(filled != np.floor(filled), f"field '{name}' is not a whole number", values)
-        _fail((filled < info.min) | (filled > info.max), f"field '{name}' does not fit {dtype}", values)
+        # float(int64 max) rounds up to 2**63, which fits no int64: compare against the float bound strictly
+        # where it is not the exact maximum (else 2**63 passes and wraps to the minimum in the cast)
+        hi_f = float(info.max)
+        too_big = filled >= hi_f if int(hi_f) > info.max else filled > hi_f
+        _fail((filled < info.min) | too_big, f"field '{name}' does not fit {dtype}", values)
         return filled.astype(dtype)
     values = col.to_numpy()
     if values.size and (values.min() < info.min or values.max() > info.max):

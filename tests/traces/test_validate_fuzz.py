@@ -82,6 +82,8 @@ def test_the_valid_base_passes():
 @pytest.mark.parametrize(("column", "value", "words"), [
     ("rank", 0.5, "field 'rank' is not a whole number"),
     ("rank", 2**32 + 3, "field 'rank' does not fit int32"),
+    # 2**63 as a float: float(int64 max) rounds up to it, so a plain `> max` let it through to wrap negative
+    ("count", 2.0**63, "field 'count' does not fit int64"),
     ("seq", "3", "field 'seq' is not a number"),
     ("t_start_s", "soon", "field 't_start_s' is not a number"),
     ("count", True, "field 'count' is not a number"),
