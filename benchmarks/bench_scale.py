@@ -190,6 +190,17 @@ def startup(base: Path | None, repeats: int) -> None:
               f"CPU {statistics.median(c for _, c in v):.3f} s  ({len(v)} runs)")
 
 
+def fresh_probe_cpu_s(probe: str, repeats: int) -> float:
+    """Median of what ``python -c PROBE`` prints (a CPU time it measured) over ``repeats`` fresh processes,
+    after one unmeasured run that compiles and caches whatever the probe loads."""
+    import statistics
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    subprocess.run([sys.executable, "-c", probe], env=env, check=True, capture_output=True)
+    return statistics.median(float(subprocess.run([sys.executable, "-c", probe], env=env, check=True,
+                                                  capture_output=True, text=True).stdout) for _ in range(repeats))
+
+
 def solver_crossover(repeats: int) -> None:
     """What the max-min solver choice (``sim.network.maxmin.use_compiled``) rests on, as medians: the CPU
     cost of importing numba and loading the cached kernel in a fresh process, and the numpy solver's extra
@@ -201,11 +212,8 @@ def solver_crossover(repeats: int) -> None:
 
     probe = ("import time, numpy as np; c = time.process_time(); from sim.network.maxmin_numba import max_min_kernel; "
              "max_min_kernel(np.array([0, 1]), np.array([0]), np.array([1.0])); print(time.process_time() - c)")
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    subprocess.run([sys.executable, "-c", probe], env=env, check=True, capture_output=True)  # compile/cache once
-    loads = [float(subprocess.run([sys.executable, "-c", probe], env=env, check=True, capture_output=True,
-                                  text=True).stdout) for _ in range(repeats)]
-    print(f"numba import + cached kernel load: median {statistics.median(loads):.3f} s CPU ({repeats} fresh processes)")
+    print(f"numba import + cached kernel load: median {fresh_probe_cpu_s(probe, repeats):.3f} s CPU "
+          f"({repeats} fresh processes)")
     import topologies
     from sim.network import maxmin
     from sim.network.maxmin_numba import max_min_kernel
@@ -251,11 +259,8 @@ def walk_crossover(repeats: int) -> None:
     probe = ("import time, numpy as np; from topologies import Router, fat_tree, routing; r = Router(fat_tree(4)); "
              "routing.WALK = 'jit'; c = time.process_time(); r.route(np.arange(16), np.arange(16)[::-1], 0); "
              "print(time.process_time() - c)")
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    subprocess.run([sys.executable, "-c", probe], env=env, check=True, capture_output=True)  # compile/cache once
-    loads = [float(subprocess.run([sys.executable, "-c", probe], env=env, check=True, capture_output=True,
-                                  text=True).stdout) for _ in range(repeats)]
-    print(f"numba import + cached walk load: median {statistics.median(loads):.3f} s CPU ({repeats} fresh processes)")
+    print(f"numba import + cached walk load: median {fresh_probe_cpu_s(probe, repeats):.3f} s CPU "
+          f"({repeats} fresh processes)")
     import topologies
     from topologies import routing
     from topologies.routing import Router

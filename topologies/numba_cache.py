@@ -16,12 +16,14 @@ says "warm" once too often, which costs one compile, as before it existed.
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 from functools import cache
 from pathlib import Path
+from types import ModuleType
 
-__all__ = ["COMPILE_S", "kernels_cached"]
+__all__ = ["COMPILE_S", "compiled_pays", "import_kernels", "kernels_cached"]
 
 #: CPU seconds a fresh process spends compiling a module's kernels when nothing is cached (the network's
 #: event kernels: 40-65 s measured on the 2-core machine; the route walk's: about 10 s). One figure for all:
@@ -64,3 +66,59 @@ def kernels_cached(module_file: str) -> bool:
         base = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "numba"
         return any(base.glob(f"**/{pattern}"))
     return False
+
+
+def compiled_pays(numpy_excess_s: float, load_s: float, cached: bool) -> bool:
+    """The ski rental of a size rule: whether the numpy path has cost enough to pay for the kernels.
+
+    Where numba's cache holds them, their price is ``load_s`` (nothing once numba is loaded in this
+    process); where it holds none, :data:`COMPILE_S`, whether numba is loaded or not (each kernel compiles).
+
+    Parameters
+    ----------
+    numpy_excess_s : float
+        CPU seconds the numpy path has spent so far beyond its compiled twin (estimated).
+    load_s : float
+        CPU seconds to import numba and load the cached kernels in a fresh process.
+    cached : bool
+        :func:`kernels_cached` for the kernels' modules.
+
+    Returns
+    -------
+    bool
+
+    Examples
+    --------
+    >>> compiled_pays(1.0, 0.75, cached=True), compiled_pays(1.0, 0.75, cached=False)
+    (True, False)
+    """
+    if cached:
+        return "numba" in sys.modules or numpy_excess_s >= load_s
+    return numpy_excess_s >= COMPILE_S
+
+
+def import_kernels(module: str, forced: bool) -> ModuleType | None:
+    """Import a module of compiled kernels, or None where numba is missing or cannot compile here.
+
+    Parameters
+    ----------
+    module : str
+        Dotted name (``"topologies.routing_numba"``).
+    forced : bool
+        The caller's setting asks for the kernels ("jit"): an import failure is raised, not hidden.
+
+    Returns
+    -------
+    module or None
+
+    Examples
+    --------
+    >>> import_kernels("topologies.no_such_kernels", forced=False) is None
+    True
+    """
+    try:
+        return importlib.import_module(module)
+    except Exception:  # noqa: BLE001 - no numba (or it cannot compile here): the caller's numpy path
+        if forced:
+            raise
+        return None

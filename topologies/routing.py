@@ -28,7 +28,6 @@ Modes:
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -38,7 +37,7 @@ import numpy as np
 import pandas as pd
 
 from topologies.errors import TopologyError
-from topologies.numba_cache import COMPILE_S, kernels_cached
+from topologies.numba_cache import compiled_pays, import_kernels, kernels_cached
 from topologies.schema import NVLINK_NODE_KINDS, SWITCH_KINDS, gpu_name
 
 #: Routing modes.
@@ -86,13 +85,8 @@ def use_compiled_walk(flows: int = 0) -> bool:
         return False
     if WALK == "jit" or flows >= WALK_MIN_FLOWS or _WALK.get("mod") is not None:
         return _walk_kernels() is not None
-    # loading the walk from numba's cache, or compiling it where the cache holds none (topologies.numba_cache)
-    if kernels_cached(str(Path(__file__).with_name("routing_numba.py"))):
-        if "numba" in sys.modules or _WALK_SPENT["numpy_excess_s"] >= WALK_LOAD_S:
-            return _walk_kernels() is not None
-    elif _WALK_SPENT["numpy_excess_s"] >= COMPILE_S:
-        return _walk_kernels() is not None
-    return False
+    cached = kernels_cached(str(Path(__file__).with_name("routing_numba.py")))
+    return compiled_pays(_WALK_SPENT["numpy_excess_s"], WALK_LOAD_S, cached) and _walk_kernels() is not None
 
 
 def charge_walk(excess_s: float) -> None:
@@ -103,13 +97,7 @@ def charge_walk(excess_s: float) -> None:
 
 def _walk_kernels():
     if "mod" not in _WALK:
-        try:
-            from topologies import routing_numba
-        except Exception:  # noqa: BLE001 - no numba (or it cannot compile here): the numpy walk
-            if WALK == "jit":
-                raise
-            routing_numba = None
-        _WALK["mod"] = routing_numba
+        _WALK["mod"] = import_kernels("topologies.routing_numba", forced=WALK == "jit")
     return _WALK["mod"]
 
 

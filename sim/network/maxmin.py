@@ -19,7 +19,6 @@ grow with the number of water levels.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +26,7 @@ import numpy as np
 
 from sim.network import constants
 from sim.network.constants import SHARE_RTOL
-from topologies.numba_cache import COMPILE_S, kernels_cached
+from topologies.numba_cache import compiled_pays, import_kernels, kernels_cached
 
 __all__ = ["JIT_LOAD_S", "JIT_MIN_INCIDENCES", "NUMPY_INCIDENCE_PASS_S", "NUMPY_PASS_S", "SOLVER", "charge_numpy",
            "max_min_rates", "max_min_rates_numpy", "numpy_excess_s", "use_compiled"]
@@ -137,12 +136,8 @@ def use_compiled(incidences: int = 0) -> bool:
         return _compiled_kernel() is not None
     # the price of the kernels: loading them from numba's cache, or compiling them where it holds none
     # (the first process after an install: tens of seconds, more than a small run costs on numpy)
-    if kernels_cached_here():
-        if "numba" in sys.modules or _SPENT["numpy_excess_s"] >= JIT_LOAD_S:
-            return _compiled_kernel() is not None
-    elif _SPENT["numpy_excess_s"] >= COMPILE_S:
-        return _compiled_kernel() is not None
-    return False
+    return compiled_pays(_SPENT["numpy_excess_s"], JIT_LOAD_S, kernels_cached_here()) and \
+        _compiled_kernel() is not None
 
 
 def kernels_cached_here() -> bool:
@@ -159,13 +154,8 @@ def kernels_cached_here() -> bool:
 
 def _compiled_kernel() -> Any:
     if "kernel" not in _KERNEL:
-        try:
-            from sim.network.maxmin_numba import max_min_kernel
-        except Exception:  # noqa: BLE001 - no numba (or it cannot compile here): the numpy solver
-            if SOLVER == "jit":
-                raise
-            max_min_kernel = None
-        _KERNEL["kernel"] = max_min_kernel
+        kernels = import_kernels("sim.network.maxmin_numba", forced=SOLVER == "jit")
+        _KERNEL["kernel"] = None if kernels is None else kernels.max_min_kernel
     return _KERNEL["kernel"]
 
 

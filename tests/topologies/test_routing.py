@@ -271,14 +271,8 @@ def test_routing_on_an_explicit_graph_and_on_the_nonblocking_reference():
     assert ideal.path(0, 2) == ["gpu0", "xbar", "gpu2"]
 
 
-def test_nvlink_domain_with_two_nvswitches_uses_the_shortest_nvlink_path():
-    g = nx.Graph(name="bridged", num_gpus=3, gpus_per_server=3)
-    for i in range(3):
-        g.add_node(f"gpu{i}", kind="gpu", server=0, local_rank=i)
-    g.add_nodes_from(["nvsA", "nvsB"], kind="nvswitch", server=0)
-    for gpu, nvs in [("gpu0", "nvsA"), ("gpu1", "nvsA"), ("gpu1", "nvsB"), ("gpu2", "nvsB")]:
-        g.add_edge(gpu, nvs, kind="nvlink", capacity_gbps=3600.0, latency_us=0.5)
-    router = Router(topologies.validate_graph(g))
+def test_nvlink_domain_with_two_nvswitches_uses_the_shortest_nvlink_path(bridged_server):
+    router = Router(bridged_server)
     assert router.path(0, 2) == ["gpu0", "nvsA", "gpu1", "nvsB", "gpu2"]
     routes = router.route([0, 1, 0], [1, 2, 2], 0)
     assert [len(router.path_nodes(routes.links_of(j))) for j in range(3)] == [3, 3, 5]

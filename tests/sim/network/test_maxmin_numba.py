@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sim.network import maxmin as network
+from topologies.numba_cache import COMPILE_S
 
 pytest.importorskip("numba")
 from sim.network.maxmin_numba import max_min_kernel  # noqa: E402 - needs numba
@@ -85,7 +86,7 @@ def test_without_cached_kernels_small_runs_stay_on_numpy_until_a_compile_pays(mo
     monkeypatch.setitem(sys.modules, "numba", sys.modules.get("numba") or object())
     monkeypatch.setitem(network._SPENT, "numpy_excess_s", network.JIT_LOAD_S)
     assert not network.use_compiled(1000) and not calls
-    monkeypatch.setitem(network._SPENT, "numpy_excess_s", network.COMPILE_S)
+    monkeypatch.setitem(network._SPENT, "numpy_excess_s", COMPILE_S)
     assert network.use_compiled(1000) and calls
     monkeypatch.setitem(network._SPENT, "numpy_excess_s", 0.0)
     assert network.use_compiled(10)  # loaded now: no price left
