@@ -63,6 +63,7 @@ WALK_MIN_FLOWS = 2_500_000
 WALK_CALL_S = 0.9e-3
 WALK_FLOW_S = 0.3e-6
 _WALK: dict = {}
+_WALK_SOURCE = str(Path(__file__).with_name("routing_numba.py"))
 _WALK_SPENT = {"numpy_excess_s": 0.0}
 
 
@@ -85,7 +86,7 @@ def use_compiled_walk(flows: int = 0) -> bool:
         return False
     if WALK == "jit" or flows >= WALK_MIN_FLOWS or _WALK.get("mod") is not None:
         return _walk_kernels() is not None
-    cached = kernels_cached(str(Path(__file__).with_name("routing_numba.py")))
+    cached = kernels_cached(_WALK_SOURCE)
     return compiled_pays(_WALK_SPENT["numpy_excess_s"], WALK_LOAD_S, cached) and _walk_kernels() is not None
 
 

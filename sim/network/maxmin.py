@@ -19,6 +19,7 @@ grow with the number of water levels.
 
 from __future__ import annotations
 
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -140,6 +141,7 @@ def use_compiled(incidences: int = 0) -> bool:
         _compiled_kernel() is not None
 
 
+@cache  # asked at every numpy event of a run: the answer holds for the process (topologies.numba_cache)
 def kernels_cached_here() -> bool:
     """Whether numba's cache holds this package's solver and event kernels (:mod:`topologies.numba_cache`).
 
