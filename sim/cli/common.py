@@ -121,16 +121,5 @@ def wide_console():
     return Console(soft_wrap=True, width=1000, no_color=True)
 
 
-def solver_needs_compile() -> bool:
-    """True when the compiled max-min kernel has no machine code cached yet (its first use compiles it)."""
-    import importlib.util
-    import os
-    from pathlib import Path
-
-    spec = importlib.util.find_spec("sim.network.maxmin_numba")
-    if spec is None or spec.origin is None:
-        return False
-    where = Path(os.environ.get("NUMBA_CACHE_DIR") or Path(spec.origin).parent / "__pycache__")
-    return not any(where.glob("maxmin_numba.max_min_kernel*.nbi")) if where.is_dir() else True
-__all__ = ["parse_set_options", "progress_bar", "show_progress", "solver_needs_compile", "stage_bar",
+__all__ = ["parse_set_options", "progress_bar", "show_progress", "stage_bar",
            "wide_console"]

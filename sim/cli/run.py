@@ -248,11 +248,9 @@ def _print_table(result, out_dir: Path, plots: bool = True) -> None:
 def command(trace, topo, set_values, algo, routing, seed, out, force, as_json, fail_links, degrade_links,
             stragglers, timing, quantile, no_report, model) -> None:
     """Replay trace T over topology X; print a summary table and write the result files."""
-    from sim.cli.common import show_progress, solver_needs_compile
+    from sim.cli.common import show_progress
 
     state = {"last": 0, "total": 0, "advance": None}
-    if show_progress() and solver_needs_compile():
-        click.echo("compiling the max-min solver (first use only; cached for later runs)...", err=True)
 
     def on_trace(df) -> None:
         state["total"] = count_ops(df)
@@ -270,10 +268,23 @@ def command(trace, topo, set_values, algo, routing, seed, out, force, as_json, f
                               stragglers=stragglers, timing=timing, quantile=quantile, plots=not no_report,
                               progress=progress, force=force, on_trace=lambda df: (on_trace(df), bar()),
                               model=model)
+    # the batching the run used (a flag, --set quantile=..., or the default), for the warm-up's kernels
+    _warm_kernels_later(run_options(set_values, completion_quantile=quantile)[0].completion_quantile,
+                        show_progress())
     if as_json:
         sys.stdout.write((out_dir / "summary.json").read_text())
         return
     _print_table(result, out_dir, plots=not no_report)
+
+
+def _warm_kernels_later(quantile: float, tell: bool) -> None:
+    """After a run on the numpy paths that cached kernels would have sped up, fill numba's cache in the
+    background for the next run (:mod:`sim.warmup`; ``COLLSIM_KERNEL_BUILD=0`` turns it off)."""
+    from sim.warmup import warm_in_background
+
+    if warm_in_background(quantile) and tell:
+        click.echo("compiling the simulator's kernels in the background for later runs "
+                   "(COLLSIM_KERNEL_BUILD=0 turns this off)", err=True)
 
 
 class _lazy_bar:  # noqa: N801 - a context manager used like a function

@@ -30,7 +30,7 @@ from sim.network.constants import SHARE_RTOL
 from topologies.numba_cache import compiled_pays, import_kernels, kernels_cached
 
 __all__ = ["JIT_LOAD_S", "JIT_MIN_INCIDENCES", "NUMPY_INCIDENCE_PASS_S", "NUMPY_PASS_S", "SOLVER", "charge_numpy",
-           "max_min_rates", "max_min_rates_numpy", "numpy_excess_s", "use_compiled"]
+           "max_min_rates", "max_min_rates_numpy", "numpy_excess_charged_s", "numpy_excess_s", "use_compiled"]
 
 
 def max_min_rates(flow_ptr: np.ndarray, link_idx: np.ndarray, capacity: np.ndarray,
@@ -113,6 +113,17 @@ def numpy_excess_s(incidences: int, iterations: int) -> float:
 def charge_numpy(excess_s: float) -> None:
     """Record time a numpy path spent beyond its compiled twin (it moves :func:`use_compiled` closer to yes)."""
     _SPENT["numpy_excess_s"] += float(excess_s)
+
+
+def numpy_excess_charged_s() -> float:
+    """CPU seconds this process's numpy paths have cost beyond their compiled twins so far (estimated).
+
+    Examples
+    --------
+    >>> numpy_excess_charged_s() >= 0.0
+    True
+    """
+    return _SPENT["numpy_excess_s"]
 
 
 def use_compiled(incidences: int = 0) -> bool:

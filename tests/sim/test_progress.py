@@ -69,7 +69,6 @@ def test_the_cli_bar_follows_the_replay(monkeypatch, tmp_path):
 
     monkeypatch.setattr(run_cmd, "progress_bar", Bar)
     monkeypatch.setattr(common, "show_progress", lambda: True)
-    monkeypatch.setattr(common, "solver_needs_compile", lambda: False)
     trace = write_trace(_steps(steps=5), tmp_path / "t.parquet")
     from sim.cli import main
 
