@@ -27,6 +27,7 @@ __all__ = [
     "NVLS_CHANNELS",
     "NVLS_CHUNK_BYTES",
     "NVLS_MIN_LOCAL_GPUS",
+    "NVLS_TREE_MAX_PER_CH",
     "PAT_BUS_FACTOR",
     "PAT_LAT_BASE_US",
     "PAT_LAT_PER_RANK_US",
@@ -117,6 +118,11 @@ LL_MAX_BW = {"intel": (39.0, 20.4), "amd": (22.5, 19.0)}
 TREE_PATTERN_FACTOR = 0.85
 #: NVLS / NVLSTree: algorithm bandwidth = the NVLS graph's bus bandwidth x 5/6 (tuning.cc "ratio").
 NVLS_ALGBW_RATIO = 5.0 / 6.0
+#: The NVLSTree kernel's ceiling per NVLS channel (bus GB/s; 2 nodes, > 2 nodes), by GPU generation:
+#: ``perChMaxNVLSTreeBws`` of NCCL 2.28's ``tuning.cc`` (v2.28.3-1; 2.23 has no such row). The kernel it
+#: describes is 2.23's (``all_reduce.h``'s NVLS_TREE warp split is the same in v2.23.4-1 and v2.28.3-1),
+#: so it bounds what NVLSTree delivers on every version the suite's tables ran.
+NVLS_TREE_MAX_PER_CH: dict[str, tuple[float, float]] = {"hopper": (57.7, 45.5), "blackwell": (96.0, 43.8)}
 #: PAT: bus bandwidth x 0.85 (tuning.cc).
 PAT_BUS_FACTOR = 0.85
 # NCCL's measured correction of tree bandwidth for medium sizes, by floor(log2(bytes / 64)).
