@@ -30,16 +30,19 @@ NIC presets (``nic=``)
     ``net_tuner``: the net plugin's tuner (``aws-ofi``: its region tuner, which beyond two servers
     overrides NCCL's choice, ``src/tuner/nccl_ofi_regions.cpp``; on two servers or fewer it falls back
     to NCCL's own).
-NCCL environment (``nccl_algo=``, ``nccl_proto=``, ``nvls=``, ``nccl_max_nchannels=``)
+NCCL environment (``nccl_algo=``, ``nccl_proto=``, ``nvls=``, ``nccl_max_nchannels=``, ``nccl_version=``)
     What a platform's NCCL profile sets, as a fabric attribute: ``NCCL_ALGO`` / ``NCCL_PROTO`` lists
     (NCCL's syntax, checked by ``sim.planning``), ``NCCL_NVLS_ENABLE`` (``nvls=off``: GCP's TCPX / TCPXO
     profiles set ``NCCL_NVLS_ENABLE=0``) and ``NCCL_MAX_NCHANNELS`` (GCP's A3 High profile runs
     ``NCCL_MIN_NCHANNELS=NCCL_MAX_NCHANNELS=8``; a ring then has that many channels of the per-channel
-    bandwidth NCCL's topology search gives it, ``sim.planning.machine``). They need no GPU or NIC preset.
+    bandwidth NCCL's topology search gives it, ``sim.planning.machine``). ``nccl_version`` (the run's
+    library, e.g. ``2.29.2``) selects the tuner constants that changed after 2.23, which collsim's tables
+    are otherwise (``sim.planning.tuning``). They need no GPU or NIC preset.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -77,7 +80,8 @@ NIC_PRESETS: dict[str, dict[str, Any]] = {
 }
 #: NCCL environment parameters (see the module docstring): name -> the NCCL variable it stands for.
 NCCL_ENV_KEYS: dict[str, str] = {"nccl_algo": "NCCL_ALGO", "nccl_proto": "NCCL_PROTO", "nvls": "NCCL_NVLS_ENABLE",
-                                 "nccl_max_nchannels": "NCCL_MAX_NCHANNELS"}
+                                 "nccl_max_nchannels": "NCCL_MAX_NCHANNELS",
+                                 "nccl_version": "the NCCL library's version (nccl-tests prints nccl-library=22902)"}
 #: The hardware presets proper: what ``--no-presets`` (the line-rate model) drops.
 PRESET_KEYS = ("gpu", "nic")
 #: Topology parameters this module owns (``topologies.build`` passes them here, not to the builder): the
@@ -110,6 +114,9 @@ def _nccl_env(params: Mapping[str, Any], where: str) -> dict[str, Any]:
             raise TopologyError(f"{where}: parameter 'nccl_max_nchannels' must be an integer in 1 .. 64 "
                                 f"(NCCL_MAX_NCHANNELS); got {value!r}")
         out["nccl_max_nchannels"] = int(value)
+    value = params.get("nccl_version")
+    if value is not None:
+        out["nccl_version"] = _nccl_version(value, where)
     value = params.get("nics_per_gpu")
     if value is not None:
         if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value) or not 1 <= value <= 8:
@@ -117,6 +124,18 @@ def _nccl_env(params: Mapping[str, Any], where: str) -> dict[str, Any]:
                                 f"per GPU); got {value!r}")
         out["nics_per_gpu"] = int(value)
     return out
+
+
+def _nccl_version(value: Any, where: str) -> str:
+    """``"2.MINOR"`` of an ``nccl_version`` parameter (``2.29.2``, ``2.29.2-1``, ``2.29`` or nccl-tests' 22902)."""
+    text = str(value).strip()
+    match = re.fullmatch(r"2\.(\d{1,2})(?:\.\d+)?(?:-\d+)?", text)
+    if match is None and re.fullmatch(r"2\d{4}", text):  # NCCL_VERSION_CODE: 2 x 10000 + minor x 100 + patch
+        match = re.fullmatch(r"2(\d{2})\d{2}", text)
+    if isinstance(value, bool) or match is None:
+        raise TopologyError(f"{where}: parameter 'nccl_version' must be an NCCL 2.x version such as '2.29.2' or "
+                            f"22902; got {value!r}")
+    return f"2.{int(match.group(1))}"
 
 
 def hardware_attrs(params: Mapping[str, Any], where: str = "topology") -> dict[str, Any]:
@@ -135,6 +154,8 @@ def hardware_attrs(params: Mapping[str, Any], where: str = "topology") -> dict[s
     ('h100', 0.824, 0.0)
     >>> hardware_attrs({"nvls": "off", "nccl_max_nchannels": 8})
     {'nvls': False, 'nccl_max_nchannels': 8}
+    >>> hardware_attrs({"nccl_version": "2.29.2"}), hardware_attrs({"nccl_version": 22305})
+    ({'nccl_version': '2.29'}, {'nccl_version': '2.23'})
     """
     out: dict[str, Any] = _nccl_env(params, where)
     for key, table in (("gpu", GPU_PRESETS), ("nic", NIC_PRESETS)):
@@ -189,6 +210,7 @@ def preset_help() -> str:
              "nic=  " + "; ".join(f"{k}: {v['about']}" for k, v in NIC_PRESETS.items()),
              "NCCL environment  nccl_algo= (NCCL_ALGO), nccl_proto= (NCCL_PROTO), nvls=on|off (NCCL_NVLS_ENABLE), "
              "nccl_max_nchannels= (NCCL_MAX_NCHANNELS: ring channels at the per-channel bandwidth of NCCL's "
-             "topology search); nics_per_gpu= (NICs NCCL sees per GPU, each at link_gbps / nics_per_gpu)",
+             "topology search), nccl_version= (the library's, e.g. 2.29.2: its tuner's NVLS / NVLSTree / PAT constants; "
+             "default 2.23); nics_per_gpu= (NICs NCCL sees per GPU, each at link_gbps / nics_per_gpu)",
              "Without presets links run at line rate with NCCL's H100 latencies (no protocol efficiency)."]
     return "\n\n".join(lines)

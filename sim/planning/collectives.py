@@ -366,7 +366,8 @@ def _nvls_plan(arr: np.ndarray, groups: list[np.ndarray], nbytes: float, nnodes:
     base = tuning.algo_latency_s("AllReduce", "nvls", "Simple", ppn, 1, model)
     total = tuning.algo_latency_s("AllReduce", algo, "Simple", len(arr), nnodes, model, physical=True)
     hops = 2 * int(math.floor(math.log2(nnodes))) if nnodes > 1 else 0
-    edges = nvls.nvls_edges(arr, groups, nch, nbytes / nch, net_hop_s=(total - base) / hops if hops else 0.0)
+    edges = nvls.nvls_edges(arr, groups, nch, nbytes / nch, net_hop_s=(total - base) / hops if hops else 0.0,
+                            nvlink_factor=nvls.nvls_tree_kernel_factor(model, len(arr), nnodes))
     unit = opts.chunk_bytes or tuning.nvls_chunk_bytes(algo, nbytes, ppn, nnodes)
     nchunks = nvls.nvls_chunks(nbytes, ppn, unit)
     if opts.max_chunks is not None:

@@ -72,6 +72,14 @@ class CostModel:
     algos, protos : tuple of str, optional
         The algorithms / protocols the tuner may pick (``NCCL_ALGO`` / ``NCCL_PROTO``); ``None`` allows
         all. See :func:`parse_nccl_list`.
+    nccl_version : tuple of int
+        ``(2, minor)`` of the library NCCL's tuner is modelled as: 2.23 (default) or a later one, whose
+        changed constants :mod:`sim.planning.tuning` applies (``nccl_tables``, "what later versions
+        changed").
+    gpu_arch : str, optional
+        The GPU generation as the ``gpu=`` preset names it (``ampere``, ``hopper``, ``blackwell``), for
+        the tables newer than 2.23 that have a Blackwell row (the NVLSTree kernel's ceiling,
+        :data:`~sim.planning.nccl_tables.NVLS_TREE_MAX_PER_CH`); ``None``: ``arch``.
     nvls : bool
         NVLink SHARP is available: every server of the communicator has an NVSwitch and the GPUs are
         sm90 or later (H100, H200, B200). Enables NVLS (one server) and NVLSTree (several).
@@ -103,6 +111,8 @@ class CostModel:
     net_phys_simple_extra_us: float = 0.0
     net_tuner: str | None = None
     nics_per_gpu: int = 1
+    gpu_arch: str | None = None
+    nccl_version: tuple[int, int] = (2, 23)
 
     def __post_init__(self) -> None:
         if not (self.intra_bw_bytes_per_s > 0 and self.inter_bw_bytes_per_s > 0):
@@ -116,6 +126,12 @@ class CostModel:
         for name in ("nvlink_efficiency", "nic_efficiency"):
             if not 0 < getattr(self, name) <= 1:
                 raise SimError(f"cost model: {name} {getattr(self, name)} must be in (0, 1]")
+        version = self.nccl_version
+        if not (isinstance(version, tuple) and len(version) == 2 and version[0] == 2
+                and all(isinstance(v, int) and not isinstance(v, bool) for v in version) and version[1] >= 0):
+            raise SimError(f"cost model: nccl_version {version!r} must be (2, minor)")
+        if self.gpu_arch is not None and self.gpu_arch not in (*ARCHS, "blackwell"):
+            raise SimError(f"cost model: gpu_arch {self.gpu_arch!r} is not one of: {', '.join(ARCHS)}, blackwell")
         if not isinstance(self.nvls, bool):
             raise SimError(f"cost model: nvls {self.nvls!r} must be true or false")
         for name in ("net_latency_us", "net_phys_simple_extra_us"):

@@ -27,6 +27,10 @@ __all__ = [
     "NVLS_CHANNELS",
     "NVLS_CHUNK_BYTES",
     "NVLS_MIN_LOCAL_GPUS",
+    "NVLS_EFFICIENCY_2_28",
+    "NVLS_TREE_MAX_PER_CH",
+    "NVLS_TREE_NET_LAT_US_2_29",
+    "PAT_BUS_FACTOR_2_24",
     "PAT_BUS_FACTOR",
     "PAT_LAT_BASE_US",
     "PAT_LAT_PER_RANK_US",
@@ -117,8 +121,25 @@ LL_MAX_BW = {"intel": (39.0, 20.4), "amd": (22.5, 19.0)}
 TREE_PATTERN_FACTOR = 0.85
 #: NVLS / NVLSTree: algorithm bandwidth = the NVLS graph's bus bandwidth x 5/6 (tuning.cc "ratio").
 NVLS_ALGBW_RATIO = 5.0 / 6.0
+#: The NVLSTree kernel's ceiling per NVLS channel (bus GB/s; 2 nodes, > 2 nodes), by GPU generation:
+#: ``perChMaxNVLSTreeBws`` of NCCL 2.28's ``tuning.cc`` (v2.28.3-1; 2.23 has no such row). The kernel it
+#: describes is 2.23's (``all_reduce.h``'s NVLS_TREE warp split is the same in v2.23.4-1 and v2.28.3-1),
+#: so it bounds what NVLSTree delivers on every version the suite's tables ran.
+NVLS_TREE_MAX_PER_CH: dict[str, tuple[float, float]] = {"hopper": (57.7, 45.5), "blackwell": (96.0, 43.8)}
 #: PAT: bus bandwidth x 0.85 (tuning.cc).
 PAT_BUS_FACTOR = 0.85
+
+# --- what later versions changed (``nccl_version``; v2.24.3-1 ... v2.29.2-1) --------------------------------
+#: PAT's bus bandwidth factor from 2.24 on (0.85 in 2.23).
+PAT_BUS_FACTOR_2_24 = 0.75
+#: ``nvlsEfficiency`` of 2.28's NVLS / NVLSTree model, by generation: the NVLS graph's per-channel
+#: ``bwIntra x efficiency x (nCh - 1) / nCh``, x 2 for AllReduce ("pipelines two operations"), x
+#: ``(ppn - 1) / ppn`` otherwise; NVLSTree also takes ``bwInter`` (x 2 on <= 2 nodes) and
+#: :data:`NVLS_TREE_MAX_PER_CH`, and its bus bandwidth converts to algorithm bandwidth as a ring's
+#: (``nRanks / nsteps``; 2.23: x 5/6 of ``nChannels x min(bwIntra, bwInter)``, bwInter halved beyond two nodes).
+NVLS_EFFICIENCY_2_28: dict[str, float] = {"hopper": 0.85, "blackwell": 0.74}
+#: NVLSTree's network hop latency from 2.29 on (``hwLat[NET][NVLS_TREE][Simple]``; 14 us before).
+NVLS_TREE_NET_LAT_US_2_29 = 20.9
 # NCCL's measured correction of tree bandwidth for medium sizes, by floor(log2(bytes / 64)).
 TREE_CORRECTION = {
     "LL": (1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0, 1.0, 1.0, 1.0),

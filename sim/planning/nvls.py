@@ -26,10 +26,11 @@ import numpy as np
 
 from sim.errors import SimError
 from sim.planning import logical
-from sim.planning.nccl_tables import NVLS_CHANNELS
+from sim.planning.cost_model import CostModel
+from sim.planning.nccl_tables import NVLS_ALGBW_RATIO, NVLS_CHANNELS, NVLS_TREE_MAX_PER_CH
 from sim.planning.plan import LEG_DOWN, LEG_PATH, LEG_UP, Edges, excl_cumsum
 
-__all__ = ["nvls_chunks", "nvls_edges"]
+__all__ = ["nvls_chunks", "nvls_edges", "nvls_tree_kernel_factor"]
 
 _I64 = np.int64
 
@@ -76,8 +77,45 @@ def _depths(parent: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return depth, height
 
 
+def nvls_tree_kernel_factor(model: CostModel, nranks: int, nnodes: int) -> float:
+    """Factor (>= 1) on the NVLink legs' bytes of an NVLSTree plan: the kernel's own ceiling.
+
+    The plan's NVLink carries ``S (ppn + 1) / ppn`` each way at the credited NVLink rate x NCCL's 5/6,
+    which on one server is what NVLS delivers (8 x H100: 274.7 GB/s algbw; 270.6 measured at 4 GiB,
+    NVIDIA/nccl-tests#290). Across servers the NVLSTree kernel delivers less for the same NVLink loads:
+    its warps split into reduce-to-network and network-to-multicast groups, and the root's reduce warps
+    also add the children's sums (``all_reduce.h``). NCCL 2.28 bounds it by a bus bandwidth per NVLS
+    channel (:data:`~sim.planning.nccl_tables.NVLS_TREE_MAX_PER_CH`, Hopper 57.7 GB/s on two servers,
+    45.5 beyond) for the one NVLS channel of each of the server's ``ppn`` heads, so the algorithm
+    bandwidth is at most ``ppn x cap x nranks / (2 (nranks - 1))``. Where that is below the NVLink
+    bound the NVLink legs carry the ratio more bytes, so the legs take as long as the kernel does (the
+    flow engine has no per-flow ceiling); the network legs are untouched. 1 without the protocol
+    overhead (no hardware preset: the closed forms stay exact), on one server, and where the
+    generation has no row.
+
+    Examples
+    --------
+    2 x 8 H100 (NVLink credited 18 x 20.6 GB/s): 274.7 GB/s algbw on NVLink, 8 x 57.7 x 16/30 = 246.2
+    the kernel's.
+
+    >>> h100 = CostModel(intra_bw_bytes_per_s=370.8e9, protocol_overhead=True, nvls=True)
+    >>> round(nvls_tree_kernel_factor(h100, 16, 2), 4)
+    1.1157
+    >>> nvls_tree_kernel_factor(h100, 8, 1), nvls_tree_kernel_factor(CostModel(nvls=True), 16, 2)
+    (1.0, 1.0)
+    """
+    arch = model.gpu_arch or model.arch
+    if not model.protocol_overhead or nnodes <= 1 or arch not in NVLS_TREE_MAX_PER_CH or nranks < 2:
+        return 1.0
+    ppn = nranks / nnodes
+    nvlink_bps = model.intra_bw_bytes_per_s * NVLS_ALGBW_RATIO * ppn / (ppn + 1.0)
+    cap_gbs = NVLS_TREE_MAX_PER_CH[arch][0 if nnodes <= 2 else 1]
+    kernel_bps = ppn * cap_gbs * 1e9 * nranks / (2.0 * (nranks - 1))
+    return max(1.0, nvlink_bps / kernel_bps)
+
+
 def nvls_edges(ranks: np.ndarray, groups: list[np.ndarray], nchannels: int, ch_bytes: float,
-               net_hop_s: float = 0.0) -> Edges:
+               net_hop_s: float = 0.0, nvlink_factor: float = 1.0) -> Edges:
     """Pipeline stages of an NVLS (one server) or NVLSTree (several) AllReduce, per channel.
 
     Parameters
@@ -92,6 +130,8 @@ def nvls_edges(ranks: np.ndarray, groups: list[np.ndarray], nchannels: int, ch_b
         Bytes of the buffer each channel reduces.
     net_hop_s : float
         Latency of each hop of the inter-node tree (paid by its first chunk, as a tree's hops).
+    nvlink_factor : float
+        Multiplier of the switch legs' bytes (:func:`nvls_tree_kernel_factor`; 1: the data).
 
     Returns
     -------
@@ -114,8 +154,11 @@ def nvls_edges(ranks: np.ndarray, groups: list[np.ndarray], nchannels: int, ch_b
     ppn = len(groups[0])
     if any(len(g) != ppn for g in groups):
         raise SimError("NVLS needs the same number of GPUs on every server of the communicator")
+    if not nvlink_factor >= 1.0:
+        raise SimError(f"nvlink_factor {nvlink_factor} must be >= 1")
     m = len(groups)
     slice_bytes = ch_bytes / ppn
+    leg_bytes, leg_slice = ch_bytes * nvlink_factor, slice_bytes * nvlink_factor
     trees = logical.double_binary_tree(m) if m > 1 else (np.array([-1]), np.array([-1]))
     b = _Builder()
     for ch in range(nchannels):
@@ -124,9 +167,9 @@ def nvls_edges(ranks: np.ndarray, groups: list[np.ndarray], nchannels: int, ch_b
         top = int(height.max())
         red_down: dict[tuple[int, int], int] = {}
         for k, g in enumerate(groups):
-            ups = [b.add(ranks[x], ranks[x], ch, 0, ch_bytes, LEG_UP, ()) for x in g]
+            ups = [b.add(ranks[x], ranks[x], ch, 0, leg_bytes, LEG_UP, ()) for x in g]
             for h, x in enumerate(g):
-                red_down[k, h] = b.add(ranks[x], ranks[x], ch, 1, slice_bytes, LEG_DOWN, ups)
+                red_down[k, h] = b.add(ranks[x], ranks[x], ch, 1, leg_slice, LEG_DOWN, ups)
         # the sums climb the tree (deepest servers first), then the total comes down from the root
         net_up: dict[tuple[int, int], int] = {}
         for k in np.argsort(-depth, kind="stable").tolist():
@@ -148,10 +191,10 @@ def nvls_edges(ranks: np.ndarray, groups: list[np.ndarray], nchannels: int, ch_b
                 got[k, h] = [b.add(ranks[groups[p][h]], ranks[groups[k][h]], ch, 3 + top + int(depth[p]),
                                    slice_bytes, LEG_PATH, got[p, h], net_hop_s)]
         for k, g in enumerate(groups):
-            mc = [b.add(ranks[x], ranks[x], ch, 3 + top + int(depth[k]), slice_bytes, LEG_UP, got[k, h])
+            mc = [b.add(ranks[x], ranks[x], ch, 3 + top + int(depth[k]), leg_slice, LEG_UP, got[k, h])
                   for h, x in enumerate(g)]
             for x in g:
-                b.add(ranks[x], ranks[x], ch, 4 + top + int(depth[k]), ch_bytes, LEG_DOWN, mc)
+                b.add(ranks[x], ranks[x], ch, 4 + top + int(depth[k]), leg_bytes, LEG_DOWN, mc)
     return b.edges()
 
 

@@ -57,8 +57,12 @@ from sim.planning.nccl_tables import (
     LL_MAX_BW,
     LL_MAX_SINGLE,
     NVLS_ALGBW_RATIO,
+    NVLS_EFFICIENCY_2_28,
+    NVLS_TREE_MAX_PER_CH,
+    NVLS_TREE_NET_LAT_US_2_29,
     P2P_LL_THRESHOLD_BYTES,
     PAT_BUS_FACTOR,
+    PAT_BUS_FACTOR_2_24,
     PAT_LAT_BASE_US,
     PAT_LAT_PER_RANK_US,
     PAT_LOG_LAT_DIVISOR,
@@ -161,6 +165,24 @@ def _nvls_busbw(model: CostModel, nnodes: int, ppn: float) -> float:
     return min(intra, inter)
 
 
+def _nvls_algbw_2_28(op: str, algo: str, model: CostModel, nranks: int, nnodes: int, ppn: float) -> float:
+    # NCCL 2.28's NVLS model (tuning.cc, v2.28.3-1): per NVLS channel (one per head) the search's intra
+    # speed, here continuous as in _nvls_busbw (a head is charged 2 units, every other GPU 1), x the
+    # generation's efficiency x (nCh - 1) / nCh, x 2 for AllReduce; NVLSTree also takes the head's NIC (x 2
+    # on <= 2 nodes) and the kernel's per-channel ceiling; AllReduce converts as a ring (nRanks / nsteps).
+    arch = model.gpu_arch or model.arch
+    nch = max(ppn, 1.0)
+    intra = model.intra_bw_bytes_per_s / (ppn + 1.0) * NVLS_EFFICIENCY_2_28.get(arch, 0.0) * (nch - 1) / nch
+    intra *= 2.0 if op == "AllReduce" else (ppn - 1) / ppn
+    bw = intra
+    if algo == "nvls_tree":
+        inter = model.inter_bw_bytes_per_s * (2.0 if nnodes <= 2 else 1.0)
+        cap = NVLS_TREE_MAX_PER_CH.get(arch, (0.0, 0.0))[0 if nnodes <= 2 else 1] * 1e9
+        bw = min(intra, inter, cap)
+    bus = nch * bw
+    return bus * nranks / (2.0 * (nranks - 1)) if op == "AllReduce" else bus
+
+
 def algo_bandwidth_bytes_per_s(op: str, algo: str, proto: str, nranks: int, nnodes: int,
                                model: CostModel | None = None) -> float:
     """NCCL's algorithm bandwidth (bytes/s) before the size-dependent tree correction.
@@ -188,6 +210,12 @@ def algo_bandwidth_bytes_per_s(op: str, algo: str, proto: str, nranks: int, nnod
 
     >>> round(algo_bandwidth_bytes_per_s("AllReduce", "tree", "Simple", 80, 10) / 1e9, 2)
     122.4
+
+    NVLSTree there as NCCL 2.28+ models it: 8 heads x min(370.8/9 x 0.85 x 7/8 x 2, 47, 45.5) x 80/158.
+
+    >>> m = CostModel(intra_bw_bytes_per_s=370.8e9, inter_bw_bytes_per_s=47e9, nccl_version=(2, 29))
+    >>> round(algo_bandwidth_bytes_per_s("AllReduce", "nvls_tree", "Simple", 80, 10, m) / 1e9, 2)
+    184.3
     """
     model = model or DEFAULT_MODEL
     p = _check_proto(proto)
@@ -218,12 +246,15 @@ def algo_bandwidth_bytes_per_s(op: str, algo: str, proto: str, nranks: int, nnod
     if algo in ("nvls", "nvls_tree"):
         if proto != "Simple":
             return 0.0
+        if model.nccl_version >= (2, 28):
+            return _nvls_algbw_2_28(op, algo, model, nranks, nnodes, ppn)
         bus = _nvls_busbw(model, nnodes, ppn)
         return bus * NVLS_ALGBW_RATIO if op == "AllReduce" else bus
     if algo == "pat":
         if proto != "Simple" or op not in ("AllGather", "ReduceScatter"):
             return 0.0
-        return _tree_busbw(model, nnodes, ppn) * PAT_BUS_FACTOR
+        return _tree_busbw(model, nnodes, ppn) * (PAT_BUS_FACTOR_2_24 if model.nccl_version >= (2, 24)
+                                                  else PAT_BUS_FACTOR)
     raise SimError(f"algorithm {algo!r} has no NCCL bandwidth model (ring, tree, nvls, nvls_tree, pat)")
 
 
@@ -234,6 +265,8 @@ def _inter_latency_us(algo: str, p: int, nranks: int, nnodes: int, model: CostMo
     # plan, the transport's physical latency (CostModel.net_step_latency_us)
     one_ppn = nnodes > 1 and nranks == nnodes
     inter = HW_LAT_US["net"]["tree" if one_ppn else algo][p]
+    if algo == "nvls_tree" and not one_ppn and model.nccl_version >= (2, 29):
+        inter = NVLS_TREE_NET_LAT_US_2_29
     return inter + model.net_step_latency_us(PROTOS[p], physical)
 
 

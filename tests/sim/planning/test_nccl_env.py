@@ -46,6 +46,8 @@ def test_nccl_algo_and_proto_from_the_fabric():
     ({"nccl_max_nchannels": 0}, "'nccl_max_nchannels' must be an integer in 1 .. 64"),
     ({"nccl_max_nchannels": 2.5}, "'nccl_max_nchannels' must be an integer"),
     ({"nccl_algo": ""}, "'nccl_algo' must be a non-empty NCCL_ALGO list"),
+    ({"nccl_version": "3.1"}, "'nccl_version' must be an NCCL 2.x version"),
+    ({"nccl_version": "latest"}, "'nccl_version' must be an NCCL 2.x version"),
 ])
 def test_bad_environment_values_name_the_parameter(params, message):
     with pytest.raises(TopologyError, match=message):
@@ -164,3 +166,34 @@ def test_nics_per_gpu_sets_the_search_channels():
     assert tuning.choose_algorithm("AllReduce", 10 << 30, 16, 2, model=model()) == ("ring", "Simple")
     with pytest.raises(TopologyError, match="'nics_per_gpu' must be an integer in 1 .. 8"):
         model(nics_per_gpu=0)
+
+
+def test_nccl_version_selects_the_tuner_constants_that_changed_after_2_23():
+    from sim.planning import tuning
+
+    def model(version=None, n=80, per_server=8):
+        extra = {"nccl_version": version} if version else {}
+        g = topologies.build("rail_optimized", num_gpus=n, gpus_per_server=per_server, gpu="h100", nic="ib", **extra)
+        return graph_machine(g, range(n))[1]
+
+    old, new = model(), model("2.29.2")
+    assert old.nccl_version == (2, 23) and new.nccl_version == (2, 29) and model(22602).nccl_version == (2, 26)
+    # NVLSTree on 10 x 8 H100 (tuning.cc v2.29.2-1): 8 heads x min(370.8/9 x 0.85 x 7/8 x 2, 47, 45.5) GB/s as a
+    # ring's bus bandwidth, against 2.23's 8 x min(370.8/9, 47/2) x 5/6; its network hop 20.9 us instead of 14
+    nvlstree = tuning.algo_bandwidth_bytes_per_s("AllReduce", "nvls_tree", "Simple", 80, 10, new)
+    assert nvlstree == pytest.approx(8 * 45.5e9 * 80 / 158)
+    assert tuning.algo_bandwidth_bytes_per_s("AllReduce", "nvls_tree", "Simple", 80, 10, old) == pytest.approx(
+        8 * min(370.8e9 / 9, 47e9 / 2) * 5 / 6)
+    lat = tuning.algo_latency_s("AllReduce", "nvls_tree", "Simple", 80, 10, new)
+    assert lat == pytest.approx((25 + 2 * 3 * 20.9) * 1e-6)
+    # so 2.29 keeps NVLSTree at 1 - 2 GiB, where 2.23 takes the ring (the measured 10 x 8 table drops from
+    # 337 to 314 GB/s busbw between 2 and 4 GiB, where 2.29 with NCCL's 48 GB/s ring speed turns to the ring)
+    for size in (1 << 30, 2 << 30):
+        assert tuning.choose_algorithm("AllReduce", size, 80, 10, model=old)[0] == "ring"
+        assert tuning.choose_algorithm("AllReduce", size, 80, 10, model=new)[0] == "nvls_tree"
+    # PAT's bus factor is 0.75 from 2.24 on (one GPU per server)
+    pat = [tuning.algo_bandwidth_bytes_per_s("AllGather", "pat", "Simple", 10, 10, model(v, 10, 1))
+           for v in (None, "2.24.3")]
+    assert pat[1] == pytest.approx(pat[0] * 0.75 / 0.85)
+    with pytest.raises(SimError, match="nccl_version"):
+        tuning.CostModel(nccl_version=(2,))

@@ -227,3 +227,27 @@ def test_nvls_tree_critical_path_latency_is_nccls(servers, net_latency_us):
         deps = plan.dep_idx[plan.dep_ptr[i]:plan.dep_ptr[i + 1]]
         finish[i] = (finish[deps].max() if len(deps) else 0.0) + plan.delay_s[i]
     assert finish.max() == pytest.approx(tuning.algo_latency_s("AllReduce", "nvls_tree", "Simple", n, servers, model))
+
+
+def test_nvls_tree_pays_the_kernels_ceiling_per_nvls_channel():
+    from sim.bench.run import run_bench
+    from sim.planning.nvls import nvls_tree_kernel_factor, nvls_edges
+
+    g = topologies.build("rail_optimized", num_gpus=16, gpu="h100", nic="ib")
+    t = run_bench("AllReduce", g, [1 << 30])
+    assert t["algo"].tolist() == ["nvls_tree"]
+    cap_busbw = 8 * 57.7  # GB/s: NCCL 2.28's perChMaxNVLSTreeBws (Hopper, 2 nodes) x one NVLS channel per head
+    assert 0.93 * cap_busbw <= float(t["busbw"].iloc[0]) <= cap_busbw
+    # NVLink's bound (18 x 20.6 GB/s x 8/9 x 5/6 algbw) over the kernel's (8 x cap x 16/30) on 2 servers;
+    # beyond two servers the Hopper row's 45.5; Blackwell has its own row; no preset: the closed forms
+    _, h100 = graph_machine(g, range(16))
+    assert nvls_tree_kernel_factor(h100, 16, 2) == pytest.approx(370.8 * 8 / 9 * 5 / 6 / (8 * 57.7 * 16 / 30))
+    assert nvls_tree_kernel_factor(h100, 32, 4) == pytest.approx(370.8 * 8 / 9 * 5 / 6 / (8 * 45.5 * 32 / 62))
+    _, b200 = graph_machine(topologies.build("rail_optimized", num_gpus=16, gpu="b200", nic="ib"), range(16))
+    assert b200.gpu_arch == "blackwell" and b200.arch == "hopper"
+    assert nvls_tree_kernel_factor(b200, 16, 2) == pytest.approx(max(1.0, 18 * 40.1 * 8 / 9 * 5 / 6 / (8 * 96.0 * 16 / 30)))
+    assert nvls_tree_kernel_factor(NVLS, 16, 2) == 1.0 and nvls_tree_kernel_factor(h100, 8, 1) == 1.0
+    with pytest.raises(SimError, match="nvlink_factor"):
+        nvls_edges(np.arange(4), [np.arange(4)], 1, 4096.0, nvlink_factor=0.5)
+    with pytest.raises(SimError, match="gpu_arch"):
+        tuning.CostModel(gpu_arch="pascal")
