@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 import topologies
+from sim.bench.sizes import gpus_per_thread
 from sim.bench.validate import error_summary, validate_trace
 from topologies.hardware import without_presets
 from traces.readers import ingest
@@ -56,7 +57,8 @@ def main() -> None:
                                     gpus_per_server=int(entry.get("gpus_per_node") or min(8, entry["nranks"])),
                                     **params)
 
-        table = validate_trace(trace, build)
+        headers = [e["line"] for e in trace.attrs["collsim"]["nccl_tests"]]
+        table = validate_trace(trace, build, gpus_per_thread=gpus_per_thread((DATA / name).read_text(), headers))
         details.append((name, table))
         for s in error_summary(table).itertuples(index=False):
             entry = trace.attrs["collsim"]["nccl_tests"][s.table]
@@ -75,10 +77,11 @@ def main() -> None:
     if args.detail:
         for name, table in details:
             for k, grp in table.groupby("table", sort=True):
-                print(f"\n{name}#{k}  size  busbw_measured  busbw_sim  ratio  algo/proto")
+                print(f"\n{name}#{k}  size  busbw_measured  busbw_sim  ratio  time_us measured / sim / "
+                      "NCCL's prediction  algo/proto")
                 for r in grp.itertuples(index=False):
                     print(f"  {r.size:>12d}  {r.busbw_measured:9.2f}  {r.busbw_sim:9.2f}  {r.ratio:6.3f}  "
-                          f"{r.algo}/{r.proto}")
+                          f"{r.time_measured_us:9.1f} {r.time_sim_us:9.1f} {r.time_nccl_us:9.1f}  {r.algo}/{r.proto}")
     within_large = sum(1 for *_, s in rows if s.large_n and s.large_median <= 0.10)
     within_small = sum(1 for *_, s in rows if s.small_n and s.small_median <= 0.25)
     print(f"\n{len(rows)} tables; median error <= 10% at >= 256 MiB: {within_large} of "

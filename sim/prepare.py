@@ -21,6 +21,7 @@ from sim.engine.memo import Record
 from sim.engine.paths import path_latency_s
 from sim.engine.prepared import PreparedOp
 from sim.engine.workload import OpTable
+from sim.planning.plan_latency import paid_path_latency_s
 
 __all__ = ["KEEP_PLAN_TRANSFERS", "LazyOps", "Plans", "Preparer", "flow_key_base", "nvlink_records", "op_classes",
            "op_keys", "plan_op", "plan_p2p", "run_engine", "switch_leg_links"]
@@ -201,6 +202,11 @@ class Preparer:
             link_idx[pos + np.arange(int(counts.sum()))] = r_links[link_ptr[0]:link_ptr[-1]]
         link_idx[sub_link_ptr[:-1][leg_sub]] = leg_links
         footprint = np.unique(link_idx).astype(np.int64)
+        # NCCL's step latencies include the wire: a step pays only the propagation beyond its delay, a
+        # pipelined chunk none (sim.planning.plan_latency.paid_path_latency_s)
+        chunk = getattr(plan, "chunk", None)
+        sub_lat = paid_path_latency_s(sub_lat, delay[sub_transfer],
+                                      None if chunk is None else np.asarray(chunk)[sub_transfer])
         return PreparedOp(algo=algo, proto=proto, delay_s=delay, dep_count=dep_count, rev_ptr=rev_ptr,
                           rev_idx=rev_idx, sub_ptr=sub_ptr, sub_bytes=sub_bytes, sub_latency_s=sub_lat,
                           sub_transfer=sub_transfer, src=src, dst=dst, sub_link_ptr=sub_link_ptr,

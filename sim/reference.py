@@ -6,7 +6,8 @@ NIC of its NVLink domain (over NVLink, as NCCL's PXN does). On it, each collecti
 flow tier runs) takes at least the larger of two times, whatever the rates:
 
 ``critical path``
-    the longest chain of the plan's DAG where transfer ``t`` weighs ``delay_s + bytes / R_t + L_t``.
+    the longest chain of the plan's DAG where transfer ``t`` weighs ``delay_s + bytes / R_t + L_t``
+    (``L_t`` as the replay pays it: :func:`sim.planning.plan_latency.paid_path_latency_s`).
     ``R_t`` is the fastest any route can carry it: between domains ``min(out_s, in_d)`` with
     ``out_s = max(NIC_s, min(NVLink_s, largest other NIC of the domain))`` (its own NICs, or NVLink to a
     relay GPU and that GPU's NICs; ``in_d`` likewise), inside a domain ``min(NVLink_s, NVLink_d)``.
@@ -33,6 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from sim.planning.plan import LEG_DOWN, LEG_PATH, LEG_UP
+from sim.planning.plan_latency import paid_path_latency_s
 from topologies.builders.ideal import ReferencePorts
 
 __all__ = ["IdealLog", "ReferenceModel", "issue_times", "plan_bound_s"]
@@ -172,6 +174,9 @@ def plan_bound_s(plan, model: ReferenceModel) -> float:
             with np.errstate(divide="ignore"):
                 spb[sel] = 1.0 / model.nvl_rate[who]
             lat[sel] = model.nvl_lat_s[who]
+    # the propagation a transfer pays beyond its step latency, as the replay charges it (monotone in the
+    # path latency, so the smallest latency still bounds every fabric)
+    lat = paid_path_latency_s(lat, delay, getattr(plan, "chunk", None))
     return op_time_s(delay, nbytes, spb, lat, np.asarray(plan.dep_ptr, np.int64), np.asarray(plan.dep_idx, np.int64),
                      load, model.capacity_bytes_per_s)[0]
 

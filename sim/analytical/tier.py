@@ -27,6 +27,7 @@ from sim.analytical.bounds import op_time_s
 from sim.analytical.plans import plan_op
 from sim.analytical.routes import PairRoutes
 from sim.errors import SimError
+from sim.planning.plan_latency import paid_path_latency_s
 from sim.prepare import flow_key_base
 from sim.reference import ReferenceModel
 
@@ -56,6 +57,8 @@ def _bound(plan, comm: str, routes: PairRoutes | None, ports: ReferenceModel | N
             part, spb[m], lat[m] = routes.loads(src[m], dst[m], nbytes[m], base + ch)
             load += part
         cap = routes.capacity_bytes_per_s
+    # NCCL's step latencies include the wire: the replay's rule (sim.planning.plan_latency.paid_path_latency_s)
+    lat = paid_path_latency_s(lat, delay, getattr(plan, "chunk", None))
     t, path, link = op_time_s(delay, nbytes, spb, lat, dep_ptr, dep_idx, load, cap)
     return t, path, link, int(remote.sum()), (load if ports is None else None)
 

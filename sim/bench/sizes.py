@@ -18,8 +18,11 @@ from traces.formats.nccl_tests import NCCLTESTS_DTYPES, NCCLTESTS_OPS, op_counts
 
 __all__ = [
     "BENCH_OPS",
+    "HOST_LAUNCH_US_PER_GPU",
     "NCCLTESTS_DTYPES",
     "bench_sizes",
+    "gpus_per_thread",
+    "host_floor_s",
     "op_counts",
     "parse_size",
     "redop_of",
@@ -28,6 +31,13 @@ __all__ = [
 
 #: nccl-tests binary stem -> SPEC §3 op, and ``type`` names -> SPEC §3 dtype (shared with the reader).
 BENCH_OPS = NCCLTESTS_OPS
+#: Host time one nccl-tests thread spends per iteration and GPU it drives (us): ``ncclGroupEnd`` launches
+#: the kernels of all its GPUs one after the other (NVIDIA/nccl#347). Measured by nccl-tests' own timer on
+#: a DGX-A100 with ``-g N`` (NVIDIA/nccl-tests#123: ring/LL, one channel, 8-128 B): 10.0, 13.8, 16.9,
+#: 20.8, 25.2, 29.5, 33.7 us for N = 2..8, i.e. 4.2 us x N from N = 4 on (5.0, 4.6 at N = 2, 3). Not from
+#: any table of the validation suite.
+HOST_LAUNCH_US_PER_GPU = 4.2
+_NGPUS_RE = re.compile(r"nThread\s+(\d+)\s+nGpus\s+(\d+)")
 _SUFFIX = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(?:i?B)?\s*$", re.IGNORECASE)
 
@@ -118,3 +128,47 @@ def trace_op(name: str) -> str:
 def redop_of(op: str) -> str:
     """The ``redop`` column nccl-tests prints: ``sum`` for reductions, ``none`` otherwise."""
     return "sum" if op in ("AllReduce", "ReduceScatter", "Reduce") else "none"
+
+
+def host_floor_s(gpus_per_thread: int) -> float:
+    """The shortest time per iteration nccl-tests can print when one thread drives ``gpus_per_thread`` GPUs.
+
+    nccl-tests times ``iters`` collectives issued back to back without a sync (``BenchTime``,
+    ``src/common.cu``) and divides the elapsed wall time by ``iters``; each iteration's ``ncclGroupEnd``
+    launches one kernel per GPU of the thread, serially, at :data:`HOST_LAUNCH_US_PER_GPU` each. When the
+    GPUs finish a collective faster than that, the host's launches set the time: ``max(GPU time, G x
+    4.2 us)``. With one GPU per process (``-g 1``, MPI) the floor (4.2 us) is below every NCCL latency.
+
+    Raises
+    ------
+    SimError
+        ``gpus_per_thread < 1``.
+
+    Examples
+    --------
+    >>> round(host_floor_s(8) * 1e6, 1), round(host_floor_s(1) * 1e6, 1)
+    (33.6, 4.2)
+    """
+    if int(gpus_per_thread) < 1:
+        raise SimError(f"GPUs per thread {gpus_per_thread} must be >= 1")
+    return int(gpus_per_thread) * HOST_LAUNCH_US_PER_GPU * 1e-6
+
+
+def gpus_per_thread(text: str, header_lines) -> list[int]:
+    """GPUs each nccl-tests thread drove (``-g``) for the tables whose headers are at ``header_lines``.
+
+    Read from the last ``# nThread T nGpus G`` line before each header (1-based line numbers, as the
+    nccl-tests reader records them); 1 where the output has none (``-g 1`` is the default).
+
+    Examples
+    --------
+    >>> txt = "\\n".join(["# nThread 1 nGpus 8 minBytes 8", "#  size", "# nThread 1 nGpus 1", "#  size"])
+    >>> gpus_per_thread(txt, [2, 4, 1])
+    [8, 1, 1]
+    """
+    marks = [(k, int(m.group(2))) for k, line in enumerate(text.splitlines(), 1) if (m := _NGPUS_RE.search(line))]
+    out = []
+    for line in header_lines:
+        before = [g for k, g in marks if k < int(line)]
+        out.append(before[-1] if before else 1)
+    return out

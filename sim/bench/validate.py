@@ -7,7 +7,7 @@ topology sized to the table's ranks and servers) and its simulated busbw set bes
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import networkx as nx
@@ -15,17 +15,38 @@ import numpy as np
 import pandas as pd
 
 from sim.bench.run import bench_table, run_trace_sizes
+from sim.bench.sizes import host_floor_s
 from sim.errors import SimError
+from sim.planning import tuning
+from sim.planning.machine import graph_machine
 from traces.schema import normalize
 
-__all__ = ["LARGE_BYTES", "SMALL_BYTES", "VALIDATE_COLUMNS", "error_summary", "validate_trace"]
+__all__ = ["LARGE_BYTES", "SMALL_BYTES", "VALIDATE_COLUMNS", "error_summary", "nccl_predicted_us", "validate_trace"]
 
 #: Columns of ``validate.parquet`` (SPEC §10 first, then context).
 VALIDATE_COLUMNS = ("size", "busbw_measured", "busbw_sim", "ratio", "op", "nranks", "table", "time_measured_us",
-                    "time_sim_us", "algo", "proto")
+                    "time_sim_us", "algo", "proto", "time_nccl_us", "gpus_per_thread")
 #: The issue's size classes: "large" is >= 256 MiB, "small" <= 1 MiB (nccl-tests' size column).
 LARGE_BYTES = 256 << 20
 SMALL_BYTES = 1 << 20
+
+
+def nccl_predicted_us(op: str, sizes, algos, protos, nranks: int, graph: nx.Graph) -> np.ndarray:
+    """NCCL's own predicted time (us) of each size with the chosen (algorithm, protocol): its tuner's
+    ``latency + bytes / bandwidth`` (:func:`sim.planning.tuning.predict_time_s`); nan for direct ops.
+
+    ``sizes`` are nccl-tests' size column; the tuner takes the trace's bytes (per rank for AllGather and
+    ReduceScatter).
+    """
+    servers, model = graph_machine(graph, range(nranks))
+    nnodes = len(np.unique(servers))
+    out = np.full(len(sizes), np.nan)
+    for i, (size, algo, proto) in enumerate(zip(sizes, algos, protos, strict=True)):
+        if not algo or algo == "direct":
+            continue
+        nbytes = int(size) // nranks if op in ("AllGather", "ReduceScatter") else int(size)
+        out[i] = tuning.predict_time_s(op, nbytes, nranks, nnodes, algo, proto, model) * 1e6
+    return out
 
 
 def _table_trace(trace: pd.DataFrame, meta: Mapping[str, Any], entry: Mapping[str, Any]) -> pd.DataFrame:
@@ -39,7 +60,8 @@ def _table_trace(trace: pd.DataFrame, meta: Mapping[str, Any], entry: Mapping[st
 
 
 def validate_trace(trace: pd.DataFrame, build_graph: Callable[[Mapping[str, Any]], nx.Graph], *,
-                   routing: str = "ecmp", seed: int = 0) -> pd.DataFrame:
+                   routing: str = "ecmp", seed: int = 0, gpus_per_thread: Sequence[int] | None = None
+                   ) -> pd.DataFrame:
     """Measured vs simulated busbw of every table in an nccl-tests trace.
 
     Parameters
@@ -48,6 +70,10 @@ def validate_trace(trace: pd.DataFrame, build_graph: Callable[[Mapping[str, Any]
         From ``traces.formats.nccl_tests`` (``attrs["collsim"]["nccl_tests"]`` lists the tables).
     build_graph : callable
         Takes a table's entry (``nranks``, ``gpus_per_node``, ...) and returns its fabric.
+    gpus_per_thread : sequence of int, optional
+        Per table, the GPUs one nccl-tests thread drove (``-g``; :func:`sim.bench.sizes.gpus_per_thread`
+        reads it from the output); default 1. A simulated time is at least that thread's launch time
+        (:func:`sim.bench.sizes.host_floor_s`), as nccl-tests measures it.
 
     Returns
     -------
@@ -67,7 +93,11 @@ def validate_trace(trace: pd.DataFrame, build_graph: Callable[[Mapping[str, Any]
     for k, entry in enumerate(tables):
         graph = build_graph(entry)
         sub = _table_trace(trace, meta, entry)
+        g = int(gpus_per_thread[k]) if gpus_per_thread is not None else 1
+        # nccl-tests' time of a size is at least its thread's kernel launches per iteration (none for
+        # count 0: NCCL returns before launching, and the plan is empty)
         times = run_trace_sizes(sub, graph, routing=routing, seed=seed).to_numpy()
+        times = np.where(times > 0, np.maximum(times, host_floor_s(g)), times)
         sim = bench_table(entry["op"], entry["size"], times, int(entry["nranks"]), graph, dtype=entry["dtype"])
         # busbw from the printed time (4 significant digits), not the printed busbw (2 decimals: 0.00 at 8 B)
         measured = bench_table(entry["op"], entry["size"], np.asarray(entry["time_us"], dtype=float) * 1e-6,
@@ -79,7 +109,10 @@ def validate_trace(trace: pd.DataFrame, build_graph: Callable[[Mapping[str, Any]
             "size": np.asarray(entry["size"], dtype=np.int64), "busbw_measured": measured, "busbw_sim": busbw_sim,
             "ratio": ratio, "op": entry["op"], "nranks": int(entry["nranks"]), "table": k,
             "time_measured_us": np.asarray(entry["time_us"], dtype=float), "time_sim_us": sim["time"].to_numpy(),
-            "algo": sim["algo"].to_numpy(), "proto": sim["proto"].to_numpy()}))
+            "algo": sim["algo"].to_numpy(), "proto": sim["proto"].to_numpy(),
+            "time_nccl_us": nccl_predicted_us(entry["op"], sim["size"].to_numpy(), sim["algo"].to_numpy(),
+                                              sim["proto"].to_numpy(), int(entry["nranks"]), graph),
+            "gpus_per_thread": g}))
     return pd.concat(frames, ignore_index=True)[list(VALIDATE_COLUMNS)]
 
 

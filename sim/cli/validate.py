@@ -35,6 +35,7 @@ def command(path: Path, topo: str, set_options: tuple[str, ...], routing: str, s
     """
     import topologies
     from sim.bench.report import plot_validate, write_table
+    from sim.bench.sizes import gpus_per_thread
     from sim.bench.validate import error_summary, validate_trace
     from traces.readers import ingest
 
@@ -49,7 +50,9 @@ def command(path: Path, topo: str, set_options: tuple[str, ...], routing: str, s
         kw.setdefault("gpus_per_server", min(int(entry["nranks"]), 8))
         return topologies.build(topo, **kw)
 
-    table = validate_trace(trace, build, routing=routing, seed=seed)
+    headers = [e["line"] for e in trace.attrs["collsim"]["nccl_tests"]]
+    table = validate_trace(trace, build, routing=routing, seed=seed,
+                           gpus_per_thread=gpus_per_thread(path.read_text(errors="replace"), headers))
     summary = error_summary(table)
     for k, grp in table.groupby("table", sort=True):
         entry = trace.attrs["collsim"]["nccl_tests"][k]

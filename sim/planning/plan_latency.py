@@ -7,6 +7,8 @@ the NCCL latency formula it spreads; :mod:`sim.planning.tuning` re-exports every
 
 from __future__ import annotations
 
+import numpy as np
+
 from sim.errors import SimError
 from sim.planning.cost_model import DEFAULT_MODEL, CostModel
 from sim.planning.nccl_tables import (
@@ -17,7 +19,7 @@ from sim.planning.nccl_tables import (
     WIRE_BYTES_PER_PAYLOAD,
 )
 
-__all__ = ["p2p_latency_s", "tree_base_latency_s", "tree_hop_latency_s", "wire_factor"]
+__all__ = ["p2p_latency_s", "paid_path_latency_s", "tree_base_latency_s", "tree_hop_latency_s", "wire_factor"]
 
 
 def _proto_index(proto: str) -> int:
@@ -87,3 +89,41 @@ def p2p_latency_s(proto: str = "Simple", inter_node: bool = True) -> float:
     """
     p = _proto_index(proto)
     return (BASE_LAT_US["ring"][p] + HW_LAT_US["net" if inter_node else "nvlink"]["ring"][p]) * 1e-6
+
+
+def paid_path_latency_s(path_latency_s, delay_s, chunk=None) -> np.ndarray:
+    """The part of each transfer's path propagation a plan still pays at arrival (seconds).
+
+    NCCL's step latencies (``tuning.cc`` hwLat, which a plan charges as ``delay_s``) are measured end to
+    end on real fabrics, the wire included, so a transfer that pays one pays its path's propagation only
+    beyond it: ``max(path - delay, 0)`` (the step takes ``max(step latency, propagation)``). A pipelined
+    chunk (``chunk > 0``) pays none: its bytes follow its step's first chunk down the same path, which
+    paid the step's latency, and the sender's next chunk waits for the previous one to leave, not to land
+    (otherwise a step of ``C`` chunks would pay ``C`` propagations in series).
+
+    Parameters
+    ----------
+    path_latency_s : array-like
+        One-way propagation of each transfer's path (sum of its links' ``latency_us``).
+    delay_s : array-like
+        The plan's software delay of each transfer (0 where it pays none).
+    chunk : array-like, optional
+        Chunk index within its step or edge (``TransferPlan.chunk``); ``None``: every transfer is a first chunk.
+
+    Returns
+    -------
+    ndarray of float64
+
+    Examples
+    --------
+    A 1 us NVLink path: a ring LL step (0.6 us) pays 0.4 us more, a Simple step (3.4 us) nothing, a
+    pipelined chunk nothing; a transfer with no software delay pays its whole path.
+
+    >>> paid_path_latency_s([1e-6, 1e-6, 1e-6, 1e-6], [0.6e-6, 3.4e-6, 0.0, 0.0], [0, 0, 3, 0]).round(9).tolist()
+    [4e-07, 0.0, 0.0, 1e-06]
+    """
+    path = np.asarray(path_latency_s, dtype=np.float64)
+    paid = np.maximum(path - np.asarray(delay_s, dtype=np.float64), 0.0)
+    if chunk is not None:
+        paid = np.where(np.asarray(chunk) > 0, 0.0, paid)
+    return paid

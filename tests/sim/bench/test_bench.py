@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 import topologies
 from sim.bench.run import BENCH_COLUMNS, bench_table, bench_trace, run_bench
-from sim.bench.sizes import bench_sizes, parse_size, trace_op
+from sim.bench.sizes import HOST_LAUNCH_US_PER_GPU, bench_sizes, gpus_per_thread, host_floor_s, parse_size, trace_op
 from sim.bench.validate import error_summary, validate_trace
 from sim.errors import SimError
 from sim.planning import tuning
@@ -254,3 +254,39 @@ def test_plots_leave_out_zero_byte_rows(tmp_path, monkeypatch):
     assert [list(s) for s in drawn_sizes] == [[1024.0, 4096.0], [1024.0, 4096.0]]
     zeros = table.iloc[:1]
     assert report.plot_validate(zeros, tmp_path / "z.png", "t").is_file()
+
+
+@pytest.mark.parametrize("nvlink_latency_us, expected_us", [
+    (0.25, 6.6 + 14 * 0.6),           # NCCL's ring/LL latency exactly: a 0.5 us path is inside its 0.6 us step
+    (5.0, 10.0 + 13 * 10.0),          # a 10 us path is longer than every step: each step takes the path
+])
+def test_plans_pay_the_wire_once_inside_nccls_step_latency(nvlink_latency_us, expected_us):
+    # one H100 server, an 8-byte ring/LL AllReduce: 14 steps of one chunk, the first with the launch
+    g = topologies.build("rail_optimized", num_gpus=8, gpus_per_server=8, nvlink_latency_us=nvlink_latency_us)
+    t = run_bench("AllReduce", g, [8])
+    assert (t["algo"].iloc[0], t["proto"].iloc[0]) == ("ring", "LL")
+    assert t["time"].iloc[0] == pytest.approx(expected_us, abs=0.01)
+
+
+def test_validate_applies_the_launch_floor_of_one_thread_driving_eight_gpus(tmp_path):
+    rows = "".join(f"  {s:>10}  {s // 4:>10}     float     sum      -1    40.00    0.00    0.00      0    40.00    "
+                   "0.00    0.00      0\n" for s in (8, 1024))
+    head = ("#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw"
+            "   busbw #wrong\n")
+    ranks = "".join(f"#  Rank  {r} Group  0 Pid  7 on  host device  {r} [0x0{r}] NVIDIA H100 80GB HBM3\n" for r in range(8))
+    tables = {}
+    for g in (8, 1):
+        path = tmp_path / f"g{g}.txt"
+        path.write_text(f"# all_reduce_perf\n# nThread 1 nGpus {g} minBytes 8 maxBytes 1024\n{ranks}{head}{rows}")
+        df = ingest([path], format="nccl-tests")
+        gpt = gpus_per_thread(path.read_text(), [e["line"] for e in df.attrs["collsim"]["nccl_tests"]])
+        assert gpt == [g]
+        tables[g] = validate_trace(df, lambda e: topologies.build("rail_optimized", num_gpus=8, gpus_per_server=8,
+                                                                  gpu="h100"), gpus_per_thread=gpt)
+    # one thread launching on 8 GPUs: 8 x 4.2 us per iteration, above the GPUs' ring/LL (15 us)
+    assert np.allclose(tables[8]["time_sim_us"], 8 * HOST_LAUNCH_US_PER_GPU)
+    assert (tables[1]["time_sim_us"] < 8 * HOST_LAUNCH_US_PER_GPU).all()
+    assert np.allclose(tables[1]["time_sim_us"].iloc[0], tables[1]["time_nccl_us"].iloc[0] + 13 * 0.4, rtol=1e-3)
+    assert set(tables[8]["gpus_per_thread"]) == {8}
+    with pytest.raises(Exception, match="must be >= 1"):
+        host_floor_s(0)
