@@ -16,8 +16,6 @@ import importlib
 from collections.abc import Iterable
 from pathlib import Path
 
-import pandas as pd
-
 # Re-exported: the readers and their tests import these helpers from here.
 from traces.formats.common import (  # noqa: F401
     Ignored,
@@ -43,7 +41,10 @@ from traces.formats.files import (  # noqa: F401
     read_text,
 )
 from traces.ingest_report import IngestReport
+from traces.lazy import lazy_module
 from traces.schema import METADATA_KEY, TraceError
+
+pd = lazy_module("pandas")  # first use imports it: `simrun ingest` of NCCL logs never does
 
 __all__ = ["FORMATS", "STREAMING", "Progress", "detect_format", "expand_paths", "ingest", "ingest_to_parquet",
            "supported_formats"]

@@ -26,13 +26,14 @@ import re
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
-
 from traces.formats.common import Progress, RankMap, RowSink, as_int, finish_frame
 from traces.formats.files import read_text
 from traces.formats.jsonstream import Bad, iter_objects
 from traces.ingest_report import IngestReport
+from traces.lazy import lazy_module
 from traces.schema import NCCL_DTYPE_CODES, P2P_OPS, ROOTED_OPS, dtype_name
+
+pd = lazy_module("pandas")  # first use imports it: `simrun ingest` of NCCL logs never does
 
 _OPS = {
     "AllReduce": "AllReduce", "AllGather": "AllGather", "ReduceScatter": "ReduceScatter",

@@ -18,8 +18,6 @@ import re
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
-
 from traces.formats.common import (
     Ignored,
     Progress,
@@ -35,7 +33,10 @@ from traces.formats.common import (
 from traces.formats.files import load_json
 from traces.formats.pytorch_et import looks_like_et, read_et_file
 from traces.ingest_report import IngestReport
+from traces.lazy import lazy_module
 from traces.schema import DTYPE_BYTES, P2P_OPS, ROOTED_OPS, TraceError
+
+pd = lazy_module("pandas")  # first use imports it: `simrun ingest` of NCCL logs never does
 
 _DIGITS = re.compile(r"(\d+)")
 

@@ -22,15 +22,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
+from traces.arrays import factorize
 from traces.formats.nccl import comms as C
 from traces.formats.nccl.layout import NCCL_OPS
 from traces.formats.nccl.output import combined_codes
 from traces.formats.nccl.rows import OP_CODE
 from traces.formats.nccl.spill import ProcessStore
 from traces.ingest_report import IngestReport
+from traces.lazy import lazy_module
 from traces.schema import NCCL_DTYPE_CODES
+
+pd = lazy_module("pandas")  # first use imports it: `simrun ingest` of NCCL logs never does
 
 __all__ = ["Mapped", "Survey", "map_lines", "report_unusable", "survey"]
 
@@ -54,7 +57,7 @@ def _first_of(codes: np.ndarray, k: int) -> np.ndarray:
 
 
 def _factor(column: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    codes, uniq = pd.factorize(column, use_na_sentinel=False)
+    codes, uniq = factorize(column, na_sentinel=False)
     return codes.astype(np.int64), np.asarray(uniq, dtype=object)
 
 
@@ -104,7 +107,7 @@ def _survey_chunk(ch: dict[str, np.ndarray], f: int, sv: Survey) -> None:
     bad_dt = usable_op & ~np.isin(dt, _KNOWN_DT)
     if bad_dt.any():
         at = np.flatnonzero(bad_dt)
-        dcodes, dts = pd.factorize(dt[at])
+        dcodes, dts = factorize(dt[at])
         for j, (d, a) in enumerate(zip(dts.tolist(), _first_of(dcodes, len(dts)).tolist(), strict=True)):
             sv.dts.setdefault(int(d), [0, int(pos[at[a]])])[0] += int((dcodes == j).sum())
     rooted = np.array([op in _ROOTED for op in ops.tolist()], dtype=bool)[ocodes]

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
+from traces.arrays import factorize
 from traces.formats.files import compression_of
 from traces.formats.nccl import comms as C
 from traces.formats.nccl.infer import align_on_opcount
@@ -31,14 +31,16 @@ from traces.formats.nccl.rows import (
     build_rows,
     copy_tuning,
     match_tuning,
-    object_frame,
 )
 from traces.formats.nccl.rowstore import RowStore, SpilledRows
 from traces.formats.nccl.scan import NO_TS, FileScan, scan_file, use_jit
 from traces.formats.nccl.spill import PartStore, ProcessStore, hand_over, should_spill, spill_folder
 from traces.formats.nccl.writer import write_nccl_log
 from traces.ingest_report import IngestReport
+from traces.lazy import lazy_module
 from traces.schema import DTYPE_BYTES, NCCL_DTYPE_CODES, TraceError, new_metadata, validate
+
+pd = lazy_module("pandas")  # first use imports it: `simrun ingest` of NCCL logs never does
 
 __all__ = ["looks_like_nccl_log", "read_nccl_logs", "scan_nccl_logs", "write_nccl_log"]
 
@@ -201,11 +203,11 @@ def _assemble(scans: list[FileScan], stores: list[PartStore] | None, folder: Pat
     stamps = [s.min_ts_us for s in scans if s.min_ts_us is not None]
     if folder is None:
         rows, comm_name = _rows(store, mapped, ranks, notes)
-        n_rows = len(rows)
+        n_rows = len(rows["pos"]) if rows else 0
         if n_rows:
             inst_proc = np.asarray(mapped.inst_proc, dtype=np.int64)
-            unmatched = apply_tuning(rows, inst_proc[rows["inst"].to_numpy()], tunings)
-            ts = rows["ts_us"].to_numpy()
+            unmatched = apply_tuning(rows, inst_proc[rows["inst"]], tunings)
+            ts = rows["ts_us"]
             if (ts != NO_TS).any():
                 stamps.append(int(ts[ts != NO_TS].min()))
             rows["t_start_s"] = np.where(ts == NO_TS, np.nan, (ts - (min(stamps) if stamps else 0)) / 1e6)
@@ -236,7 +238,7 @@ def _assemble(scans: list[FileScan], stores: list[PartStore] | None, folder: Pat
             notes.append(f"several NCCL versions in the logs: {', '.join(versions)}")
     meta = new_metadata(world_size, members, "nccl-log", gpus_per_node=_gpus_per_node(instances), **extra)
     if folder is None:
-        return CompactRows(rows if n_rows else pd.DataFrame(), comm_name, *_host_dev(instances), _DT_NAME, meta)
+        return CompactRows(rows if n_rows else {}, comm_name, *_host_dev(instances), _DT_NAME, meta)
     out.meta = meta
     return out
 
@@ -256,7 +258,7 @@ def _tuning_columns(scans: list[FileScan], proc_code: dict[tuple[str, int], int]
         if not len(t["line"]):
             continue
         # (host, pid) -> process code once per distinct pair (a few), not per line
-        codes = combined_codes(pd.factorize(t["host"])[0], t["pid"])  # integer keys: no tuple per line
+        codes = combined_codes(factorize(t["host"])[0], t["pid"])  # integer keys: no tuple per line
         first = np.zeros(int(codes.max()) + 1, dtype=np.int64)
         first[codes[::-1]] = np.arange(len(codes) - 1, -1, -1)
         uniq = zip(t["host"][first].tolist(), t["pid"][first].tolist(), strict=True)
@@ -278,7 +280,7 @@ def _builder(mapped: Mapped, ranks: dict[tuple[str, int, int], int]
              ) -> tuple[Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]], np.ndarray, set[int]]:
     """The row builder of one process's lines, the comm name of each code, and the inferred comms' codes."""
     instances = mapped.instances
-    comm_code, comm_name = pd.factorize(np.array([i.comm for i in instances], dtype=object), use_na_sentinel=False)
+    comm_code, comm_name = factorize(np.array([i.comm for i in instances], dtype=object), na_sentinel=False)
     comm_name = np.asarray(comm_name, dtype=object)
     # Integer codes through the row steps; text only for the final rows (object columns are slow to take).
     grank = np.array([ranks[i.identity] for i in instances], dtype=np.int64)
@@ -302,8 +304,8 @@ def _builder(mapped: Mapped, ranks: dict[tuple[str, int, int], int]
 
 
 def _rows(store: ProcessStore, mapped: Mapped, ranks: dict[tuple[str, int, int], int],
-          notes: list[str]) -> tuple[pd.DataFrame, np.ndarray]:
-    """Trace rows (text still as codes) and the comm name of each code.
+          notes: list[str]) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """Trace rows as columns (text still as codes) and the comm name of each code.
 
     Rows are built one process at a time from its lines in ``store`` (every step of :func:`build_rows`
     stays inside one process: runs, groups and ``seq`` are per instance or rank), so the working set is one
@@ -311,7 +313,7 @@ def _rows(store: ProcessStore, mapped: Mapped, ranks: dict[tuple[str, int, int],
     """
     build, comm_name, inferred = _builder(mapped, ranks)
     if not mapped.rows:
-        return pd.DataFrame(), comm_name
+        return {}, comm_name
     parts = [build(store.take(p)) for p in store.processes()]
     joined = {k: np.concatenate([p.pop(k) for p in parts]) for k in list(parts[0])}
     del parts
@@ -321,11 +323,10 @@ def _rows(store: ProcessStore, mapped: Mapped, ranks: dict[tuple[str, int, int],
             joined[k] = joined[k][by]
         del by
     opc = joined.pop("opc", None)
-    rows = object_frame(joined)
-    del joined
-    if inferred and len(rows):
-        seq, done = align_on_opcount(rows["comm"].to_numpy(), rows["rank"].to_numpy(), rows["pos"].to_numpy(),
-                                     opc, rows["kind"].to_numpy() == COLL, rows["seq"].to_numpy(), inferred)
+    rows = joined
+    if inferred and len(rows["pos"]):
+        seq, done = align_on_opcount(rows["comm"], rows["rank"], rows["pos"], opc, rows["kind"] == COLL,
+                                     rows["seq"], inferred)
         rows["seq"] = seq
         if done:
             notes.append(f"seq of {len(done)} inferred communicator(s) aligned on opCount (members' logs start "

@@ -16,12 +16,15 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
-from traces.formats.nccl.output import CompactRows, disagreeing_codes, schema_frame
+from traces.arrays import Text, factorize
+from traces.formats.nccl.output import CompactRows, columns_frame, disagreeing_codes, schema_columns
 from traces.formats.nccl.records import NO_TS
 from traces.formats.nccl.rows import OP_CODE, OP_NAMES
 from traces.formats.nccl.spill import Codes
+from traces.lazy import lazy_module
+
+pd = lazy_module("pandas")  # first use imports it: `simrun ingest` of NCCL logs never does
 
 __all__ = ["BUCKET_ROWS", "ROW_FIELDS", "RowStore", "SpilledRows"]
 
@@ -61,7 +64,7 @@ class RowStore:
         matrix = np.empty((n, len(ROW_FIELDS)), dtype=np.int64)
         for name, j in _COL.items():
             if name == "op":
-                codes, names = pd.factorize(cols["op"])
+                codes, names = factorize(cols["op"])
                 matrix[:, j] = np.array([OP_CODE[x] for x in names], dtype=np.int64)[codes]
             elif name in self.text:
                 matrix[:, j] = self.text[name].encode(cols[name])
@@ -96,7 +99,7 @@ class SpilledRows(CompactRows):
 
     def __init__(self, store: RowStore, comm_name: np.ndarray, host: np.ndarray, device: np.ndarray,
                  dt_name: np.ndarray, meta: dict[str, Any], ts_base_us: int = 0):
-        super().__init__(pd.DataFrame(), comm_name, host, device, dt_name, meta)
+        super().__init__({}, comm_name, host, device, dt_name, meta)
         self.store = store
         self.ts_base_us = ts_base_us
         segs = [(int(r), k, int(a), int(f)) for k, p in enumerate(store.parts)
@@ -185,6 +188,11 @@ class SpilledRows(CompactRows):
     def frame(self, start: int = 0, stop: int | None = None) -> pd.DataFrame:
         if not len(self):
             return super().frame()  # the empty trace
+        return columns_frame(self.columns(start, stop))
+
+    def columns(self, start: int = 0, stop: int | None = None) -> dict[str, np.ndarray]:
+        if not len(self):
+            return super().columns()  # no rows
         stop = len(self) if stop is None else min(stop, len(self))
         matrix, tuples = self._read(start, stop)
         n = len(matrix)
@@ -199,14 +207,14 @@ class SpilledRows(CompactRows):
         def column(name: str) -> np.ndarray:
             return derived[name] if name in derived else np.ascontiguousarray(matrix[:, _COL[name]])
 
-        return schema_frame(column, n, self.comm_name, self.host, self.device, self.dt_name)
+        return schema_columns(column, n, self.comm_name, self.host, self.device, self.dt_name)
 
     def blocks(self, block_rows: int | None = None):
         import traces.formats.nccl.output as output
 
         block_rows = block_rows or output.BLOCK_ROWS
         for start in range(0, max(len(self), 1), block_rows):
-            yield self.frame(start, start + block_rows)
+            yield self.columns(start, start + block_rows)
 
     def agreement(self) -> tuple[int, str]:
         """Collectives whose members disagree, and the first (:func:`disagreeing_codes`), one bucket of
@@ -267,7 +275,7 @@ class SpilledRows(CompactRows):
             return True
         if name == "t_start_s":
             return not len(self) or bool((self.gather(("ts_us",))["ts_us"] == NO_TS).all())
-        return bool(self.frame()[name].isna().all())
+        return bool(np.isnan(self.columns()[name]).all())
 
     def n_ranks(self) -> int:
         return len(self.segments)
@@ -275,15 +283,13 @@ class SpilledRows(CompactRows):
     def split_lengths(self) -> np.ndarray:
         return self.gather(("nsplit",))["nsplit"]
 
-    def light(self) -> pd.DataFrame:
+    def light(self) -> dict[str, np.ndarray]:
         return self._light(self.gather(("comm", "rank", "seq", "op", "count", "dt", "bytes", "root", "nranks")))
 
-    def _light(self, c: dict[str, np.ndarray]) -> pd.DataFrame:
-        return pd.DataFrame({
-            "comm": pd.Series(self.comm_name[c.pop("comm")], dtype=object), "rank": c.pop("rank"),
-            "seq": c.pop("seq"), "op": pd.Series(OP_NAMES[c.pop("op")], dtype=object), "count": c.pop("count"),
-            "dtype": pd.Series(self.dt_name[c.pop("dt")], dtype=object), "bytes": c.pop("bytes"),
-            "root": c.pop("root"), "nranks": c.pop("nranks")})
+    def _light(self, c: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        return {"comm": Text(c.pop("comm"), self.comm_name), "rank": c.pop("rank"), "seq": c.pop("seq"),
+                "op": Text(c.pop("op"), OP_NAMES), "count": c.pop("count"), "dtype": Text(c.pop("dt"), self.dt_name),
+                "bytes": c.pop("bytes"), "root": c.pop("root"), "nranks": c.pop("nranks")}
 
 
 def _bucket_of(comm: np.ndarray, seq: np.ndarray, k: int) -> np.ndarray:

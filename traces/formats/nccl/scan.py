@@ -24,8 +24,8 @@ from types import ModuleType
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
+from traces.arrays import factorize, unique
 from traces.formats.files import compression_of, open_binary
 from traces.formats.nccl import kernel_aot
 from traces.formats.nccl import kernel_numpy as F
@@ -46,7 +46,10 @@ from traces.formats.nccl.records import (  # noqa: F401 - re-exported: the scans
     recover_torn,
 )
 from traces.ingest_report import IngestReport
+from traces.lazy import lazy_module
 from traces.schema import TraceError
+
+pd = lazy_module("pandas")  # first use imports it: `simrun ingest` of NCCL logs never does
 
 #: What reading (and decompressing) a file can raise.
 _READ_ERRORS = (OSError, EOFError, zlib.error, lzma.LZMAError)
@@ -294,7 +297,7 @@ def _scan_range_coded(path: str, begin: int, end: int, jit: bool = False
     values, which pickle far faster than one Python string per row."""
     scan, skips = _scan_range(path, begin, end, jit=jit)
     for name in _TEXT_FIELDS:
-        codes, uniq = pd.factorize(scan.coll[name])
+        codes, uniq = factorize(scan.coll[name])
         scan.coll[name] = (codes.astype(np.int32), list(uniq))
     return scan, skips
 
@@ -364,7 +367,7 @@ def _scan_chunk(buf: bytes, line_base: int, scan: FileScan, parts: list, report:
             parts.append(part)
         if len(inter):
             consumed, rest = recover_torn(inter.tolist(), lambda k: ch.line_text(k) if k < len(ch.ends) else None,
-                                          pd.unique(cols["host"][ok]), line_base, scan, slow, report)
+                                          unique(cols["host"][ok]), line_base, scan, slow, report)
         for i in np.unique(cols["line"][~ok]).tolist():
             if i in consumed:
                 continue

@@ -88,9 +88,9 @@ class Codes:
         self._table: np.ndarray | None = None
 
     def encode(self, column: np.ndarray) -> np.ndarray:
-        import pandas as pd
+        from traces.arrays import factorize
 
-        codes, uniq = pd.factorize(column, use_na_sentinel=False)
+        codes, uniq = factorize(column, na_sentinel=False)
         local = np.array([self._code_of(v) for v in uniq], dtype=np.int64)
         return local[codes] if len(codes) else np.empty(0, dtype=np.int64)
 
