@@ -67,7 +67,7 @@ def factorize(values: np.ndarray, na_sentinel: bool = True) -> tuple[np.ndarray,
         One-dimensional integers, or objects (``str``, ``bytes``, ``None``; hashable).
     na_sentinel : bool
         Objects only: ``None`` gets code -1 and is not among the distinct values (pandas' default); with
-        False it is a value like any other (``use_na_sentinel=False``).
+        False it is a value like any other (``use_na_sentinel=False``; pandas lists it as NaN, this as None).
 
     Returns
     -------
@@ -130,7 +130,14 @@ def _first_positions(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.nda
         present = np.flatnonzero(table < n)
         slot = np.empty(span, dtype=np.intp)
         slot[present] = np.arange(len(present))
-        return table[present], slot[off], (present + lo).astype(values.dtype)
+        return table[present], slot[off], values[table[present]]  # each value read where it first occurs
+    # A huge range (hashes, pointers): bucket by 16 bits of a multiplicative hash, exact when no two distinct
+    # values share a bucket (checked; the usual case for the few distinct values of a chunk), else sort.
+    with np.errstate(over="ignore"):
+        bucket = ((values.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(48)).astype(np.intp)
+    first, inverse, _ = _first_positions(bucket)
+    if (values == values[first][inverse]).all():
+        return first, inverse, values[first]
     distinct, first, inverse = np.unique(values, return_index=True, return_inverse=True)
     return first, inverse.reshape(-1), distinct
 

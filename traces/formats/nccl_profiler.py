@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from traces.formats.common import Progress, RankMap, RowSink, as_int, finish_frame
-from traces.formats.files import read_text
+from traces.formats.files import json_start, read_text
 from traces.formats.jsonstream import Bad, iter_objects
 from traces.ingest_report import IngestReport
 from traces.lazy import lazy_module
@@ -58,7 +58,7 @@ def looks_like_nccl_profiler(head: str) -> bool:
     """
     text = head.lstrip()
     compact = re.sub(r'"\s*:\s*"', '": "', text[:65536])
-    return (text[:1] in ("[", "{") and '"traceEvents"' not in compact and any(c in compact for c in _CATS)
+    return (json_start(text) and '"traceEvents"' not in compact and any(c in compact for c in _CATS)
             and re.search(r'"ph":\s*"[be]"', compact) is not None)
 
 

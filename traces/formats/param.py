@@ -30,7 +30,7 @@ from traces.formats.common import (
     torch_dtype,
     torch_op,
 )
-from traces.formats.files import load_json
+from traces.formats.files import json_start, load_json
 from traces.formats.pytorch_et import looks_like_et, read_et_file
 from traces.ingest_report import IngestReport
 from traces.lazy import lazy_module
@@ -50,7 +50,7 @@ def looks_like_param_basic(head: str) -> bool:
     True
     """
     text = head.lstrip()
-    return text.startswith("[") and re.search(r'"comms"\s*:', text) is not None and '"ph"' not in text
+    return text.startswith("[") and json_start(text) and re.search(r'"comms"\s*:', text) is not None and '"ph"' not in text
 
 
 def looks_like_param(head: str) -> bool:
