@@ -366,21 +366,31 @@ def _spilled_rows(store: ProcessStore, mapped: Mapped, ranks: dict[tuple[str, in
 def _finish_spilled(rows: SpilledRows, inferred: set[int], notes: list[str]) -> None:
     """The steps across processes on gathered columns: seq of inferred comms aligned on opCount, then each
     TUNING choice copied to the other members of its collective."""
-    if inferred and len(rows):
-        c = rows.gather(("comm", "rank", "pos", "opc", "kind", "seq"))
-        seq, done = align_on_opcount(c["comm"], c["rank"], c["pos"], c["opc"], c["kind"] == COLL, c["seq"], inferred)
-        del c
-        if done:
-            rows.patch("seq", seq)
-            notes.append(f"seq of {len(done)} inferred communicator(s) aligned on opCount (members' logs start "
-                         "at different collectives)")
-        del seq
-    if len(rows):
-        c = rows.gather(("kind", "comm", "seq", "algo", "proto"))
-        if (c["algo"] != 0).any():
+    done: list[int] = []
+    for code in sorted(inferred) if len(rows) else ():  # one inferred comm at a time (a gather of all rows grew)
+        c = rows.gather(("comm", "rank", "pos", "opc", "kind", "seq"), comm=code)
+        seq, aligned = align_on_opcount(c["comm"], c["rank"], c["pos"], c["opc"], c["kind"] == COLL, c["seq"], {code})
+        changed = np.flatnonzero(seq != c["seq"])
+        rows.patch_rows("seq", c["row"][changed], seq[changed])
+        done += aligned
+        del c, seq
+    if done:
+        notes.append(f"seq of {len(done)} inferred communicator(s) aligned on opCount (members' logs start "
+                     "at different collectives)")
+    # The TUNING copy is within one collective: one bucket of collectives at a time, only changed rows
+    # written back (a gather of every row grew with the file).
+    k = rows.buckets() if len(rows) else 0
+    for b in range(k):
+        c = rows.gather(("kind", "comm", "seq", "algo", "proto"), (b, k) if k > 1 else None)
+        if "row" not in c:
+            c["row"] = np.arange(len(rows), dtype=np.int64)
+        before = c["algo"].copy()
+        if (before != 0).any():
             copy_tuning(c["kind"] == COLL, c["comm"], c["seq"], c["algo"], c["proto"], unknown=0)
-            rows.patch("algo", c["algo"])
-            rows.patch("proto", c["proto"])
+            changed = np.flatnonzero(c["algo"] != before)
+            rows.patch_rows("algo", c["row"][changed], c["algo"][changed])
+            rows.patch_rows("proto", c["row"][changed], c["proto"][changed])
+        del c, before
 
 
 #: NCCL datatype code -> schema dtype name ("" for codes the schema lacks; such lines are skipped earlier).

@@ -153,25 +153,30 @@ class SpilledRows(CompactRows):
                         offset=a * len(ROW_FIELDS) * 8).reshape(-1, len(ROW_FIELDS))
         return int(m[:, _COL["nsplit"]].sum())
 
-    def gather(self, names: tuple[str, ...], bucket: tuple[int, int] | None = None) -> dict[str, np.ndarray]:
+    def gather(self, names: tuple[str, ...], bucket: tuple[int, int] | None = None,
+               comm: int | None = None) -> dict[str, np.ndarray]:
         """Columns of all rows in the trace's order, one segment at a time (only these columns are held).
 
         ``bucket`` (b, k): only the rows whose collective (comm, seq) falls in bucket b of k (every row of a
-        collective, or of a Send/Recv key, is in one bucket); their trace row numbers are under ``"row"``.
+        collective, or of a Send/Recv key, is in one bucket); ``comm``: only the rows of that comm code. With
+        either, the rows' trace row numbers are under ``"row"``.
         """
         width = len(ROW_FIELDS)
         out: dict[str, list[np.ndarray]] = {name: [] for name in (*names, "row")}
         for j, (k, a, n, _) in enumerate(self.segments):
             m = np.fromfile(self.store.parts[k].path, dtype=np.int64, count=n * width,
                             offset=a * width * 8).reshape(-1, width)
-            if bucket is not None:
-                keep = _bucket_of(m[:, _COL["comm"]], m[:, _COL["seq"]], bucket[1]) == bucket[0]
+            if bucket is not None or comm is not None:
+                keep = (np.ones(len(m), dtype=bool) if bucket is None else
+                        _bucket_of(m[:, _COL["comm"]], m[:, _COL["seq"]], bucket[1]) == bucket[0])
+                if comm is not None:
+                    keep &= m[:, _COL["comm"]] == comm
                 m = m[keep]
                 out["row"].append(int(self.seg_first[j]) + np.flatnonzero(keep))
             for name in names:
                 out[name].append(m[:, _COL[name]].copy())
             del m
-        if bucket is None:
+        if bucket is None and comm is None:
             del out["row"]
         return {name: np.concatenate(v) if v else np.empty(0, dtype=np.int64) for name, v in out.items()}
 
@@ -268,6 +273,23 @@ class SpilledRows(CompactRows):
             for a, n, lo in segs:
                 m[a:a + n, _COL[name]] = values[lo:lo + n]
             self.store.save(k, m)
+            del m
+
+    def patch_rows(self, name: str, rows: np.ndarray, values: np.ndarray) -> None:
+        """Set column ``name`` of some rows (``rows``: ascending trace row numbers), in place on disk: each
+        part is mapped and only its touched rows are written, so no part is read whole into memory."""
+        if not len(rows):
+            return
+        seg = np.searchsorted(self.seg_first, rows, side="right") - 1
+        part = np.array([s[0] for s in self.segments], dtype=np.int64)[seg]
+        start = np.array([s[1] for s in self.segments], dtype=np.int64)[seg]
+        at = start + rows - self.seg_first[seg]  # row inside its part's matrix
+        for k in np.unique(part).tolist():
+            mine = part == k
+            m = np.memmap(self.store.parts[k].path, dtype=np.int64, mode="r+",
+                          shape=(self.store.parts[k].rows, len(ROW_FIELDS)))
+            m[at[mine], _COL[name]] = values[mine]
+            m.flush()
             del m
 
     def all_nan(self, name: str) -> bool:
