@@ -1,10 +1,11 @@
 """Assembled NCCL-log rows kept compact (integer codes) until they are written, a block of rows at a time.
 
 :class:`CompactRows` holds the trace rows of :func:`traces.formats.nccl.reader.read_nccl_logs` in their final
-order, with ``comm``, ``host``, ``device`` and ``dtype`` still as integer codes into small tables: the text
-columns, the schema frame and its validation are made per block of rows by :meth:`CompactRows.frame`, so a
-streaming writer (:class:`traces.io.TraceWriter`) never holds more than one block as a frame. The checks
-across rows (members of a collective agree; one row per member) run on integer columns over all rows.
+order, as numpy columns, with ``comm``, ``host``, ``device`` and ``dtype`` still as integer codes into small
+tables. A streaming writer (:class:`traces.io.TraceWriter`) takes them a block of rows at a time as the
+schema's columns (:meth:`CompactRows.blocks`: text as :class:`traces.arrays.Text` codes, no pandas), and the
+Python API a frame (:meth:`CompactRows.frame`). The checks across rows (members of a collective agree; one
+row per member) run on integer columns over all rows.
 """
 
 from __future__ import annotations

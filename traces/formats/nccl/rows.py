@@ -3,8 +3,8 @@
 Input is one row per usable COLL line with its communicator already resolved, all integer columns (``pos``,
 ``inst``, ``rank``, ``comm`` (a code), ``op`` (a code into :data:`OP_NAMES`), ``kind``, ``opc``, ``count``,
 ``dt``, ``size``, ``root``, ``nranks``, ``ts_us``): text is only built for the final rows. All steps are
-vectorised with numpy/pandas except the per-group tuple of ``split_bytes`` and the TUNING walk over the
-(few) processes that print TUNING lines.
+vectorised with numpy (no pandas: ``simrun ingest`` never imports it) except the per-group tuple of
+``split_bytes`` and the TUNING walk over the (few) processes that print TUNING lines.
 """
 
 from __future__ import annotations
