@@ -34,7 +34,16 @@ from traces.formats.nccl.rows import (
 )
 from traces.formats.nccl.rowstore import RowStore, SpilledRows
 from traces.formats.nccl.scan import NO_TS, FileScan, scan_file, use_jit
-from traces.formats.nccl.spill import PartStore, ProcessStore, hand_over, should_spill, spill_folder
+from traces.formats.nccl.spill import (
+    Codes,
+    PartStore,
+    ProcessStore,
+    SpilledTunings,
+    TuningStore,
+    hand_over,
+    should_spill,
+    spill_folder,
+)
 from traces.formats.nccl.writer import write_nccl_log
 from traces.ingest_report import IngestReport
 from traces.lazy import lazy_module
@@ -125,14 +134,17 @@ def scan_nccl_logs(paths: list[Path], *, progress: Callable[[float], Any] | None
     jit = use_jit(sum(n for n, _ in sizes))
     with spill_folder(should_spill(sizes)) as folder:  # removed at the end, also on an error
         stores = None if folder is None else []
+        tuning_stores = None if folder is None else []
         for f, path in enumerate(paths):
             store = None if folder is None else PartStore(folder, f"file{f}")
-            scans.append(scan_file(path, report, progress, jit=jit, parts=store))
+            tuning = None if folder is None else TuningStore(folder, f"file{f}")
+            scans.append(scan_file(path, report, progress, jit=jit, parts=store, tunings=tuning))
             if stores is not None:
                 stores.append(store)
+                tuning_stores.append(tuning)
             report.files.append(str(path))
         report.lines_read = sum(s.lines for s in scans)
-        compact = _assemble(scans, stores, folder, report)
+        compact = _assemble(scans, stores, folder, report, tuning_stores)
     report.records = len(compact)
     report.set_agreement(*compact.agreement())
     compact.meta["notes"] = list(dict.fromkeys(report.notes))
@@ -155,7 +167,7 @@ def _where(scans: list[FileScan], pos: int) -> str:
 
 
 def _assemble(scans: list[FileScan], stores: list[PartStore] | None, folder: Path | None,
-              report: IngestReport) -> CompactRows:
+              report: IngestReport, tuning_stores: list[TuningStore] | None = None) -> CompactRows:
     """Map the COLL lines (two passes over the chunks, :mod:`traces.formats.nccl.lines`), build the rows
     one process at a time, then TUNING, timestamps and metadata."""
     notes = report.notes
@@ -199,7 +211,10 @@ def _assemble(scans: list[FileScan], stores: list[PartStore] | None, folder: Pat
     members = C.comm_members(comms, ranks, world, world_size, notes)
 
     proc_code = {p: k for k, p in enumerate(mapped.processes)}
-    tunings = _tuning_columns(scans, proc_code, fixed)
+    # spilled: the TUNING records go to one file per process, read back with that process's rows
+    tunings = (_tuning_columns(scans, proc_code, fixed) if tuning_stores is None else
+               _spill_tunings(tuning_stores, proc_code, fixed, folder))
+    n_tunings = (len(tunings["pos"]) if tuning_stores is None else sum(len(t) for t in tuning_stores))
     stamps = [s.min_ts_us for s in scans if s.min_ts_us is not None]
     if folder is None:
         rows, comm_name = _rows(store, mapped, ranks, notes)
@@ -220,7 +235,7 @@ def _assemble(scans: list[FileScan], stores: list[PartStore] | None, folder: Pat
         n_rows = len(out)
         _finish_spilled(out, inferred, notes)
     if not n_rows:
-        unmatched = sum(len(s.tunings["line"]) for s in scans)
+        unmatched = n_tunings
         notes.append("no usable COLL lines (log with NCCL_DEBUG_SUBSYS=COLL to see collectives)")
     if unmatched:
         notes.append(f"{unmatched} TUNING line(s) matched no COLL line of their process")
@@ -249,24 +264,44 @@ def _host_dev(instances: list[C.Instance]) -> tuple[np.ndarray, np.ndarray]:
     return host, np.array([max(i.identity[2], -1) for i in instances], dtype=np.int64)
 
 
+def _tuning_part(f: int, t: dict[str, np.ndarray], proc_code: dict[tuple[str, int], int],
+                 fixed: dict[tuple[str, int], str]) -> dict[str, np.ndarray]:
+    """TUNING records of file ``f`` as columns, with ``pos`` and ``proc`` (process code, -1 when unknown)."""
+    # (host, pid) -> process code once per distinct pair (a few), not per line
+    codes = combined_codes(factorize(t["host"])[0], t["pid"])  # integer keys: no tuple per line
+    first = np.zeros(int(codes.max()) + 1, dtype=np.int64)
+    first[codes[::-1]] = np.arange(len(codes) - 1, -1, -1)
+    uniq = zip(t["host"][first].tolist(), t["pid"][first].tolist(), strict=True)
+    procs = np.array([proc_code.get((fixed.get(k, k[0]), int(k[1])), -1) for k in uniq], dtype=np.int64)
+    return {"pos": (np.int64(f) << C.POS_SHIFT) | t["line"], "proc": procs[codes], "op": t["op"],
+            "nbytes": t["nbytes"], "algo": t["algo"], "proto": t["proto"]}
+
+
+_TUNED = ("pos", "proc", "op", "nbytes", "algo", "proto")
+
+
 def _tuning_columns(scans: list[FileScan], proc_code: dict[tuple[str, int], int],
                     fixed: dict[tuple[str, int], str]) -> dict[str, np.ndarray]:
-    """All TUNING records as columns, with ``pos`` and ``proc`` (process code, -1 when unknown)."""
-    parts = []
-    for f, s in enumerate(scans):
-        t = s.tunings
-        if not len(t["line"]):
-            continue
-        # (host, pid) -> process code once per distinct pair (a few), not per line
-        codes = combined_codes(factorize(t["host"])[0], t["pid"])  # integer keys: no tuple per line
-        first = np.zeros(int(codes.max()) + 1, dtype=np.int64)
-        first[codes[::-1]] = np.arange(len(codes) - 1, -1, -1)
-        uniq = zip(t["host"][first].tolist(), t["pid"][first].tolist(), strict=True)
-        procs = np.array([proc_code.get((fixed.get(k, k[0]), int(k[1])), -1) for k in uniq], dtype=np.int64)
-        parts.append({"pos": (np.int64(f) << C.POS_SHIFT) | t["line"], "proc": procs[codes], "op": t["op"],
-                      "nbytes": t["nbytes"], "algo": t["algo"], "proto": t["proto"]})
-    names = ("pos", "proc", "op", "nbytes", "algo", "proto")
-    return {k: np.concatenate([p[k] for p in parts]) if parts else np.empty(0) for k in names}
+    """All TUNING records as columns (:func:`_tuning_part`)."""
+    parts = [_tuning_part(f, s.tunings, proc_code, fixed) for f, s in enumerate(scans) if len(s.tunings["line"])]
+    return {k: np.concatenate([p[k] for p in parts]) if parts else np.empty(0) for k in _TUNED}
+
+
+def _spill_tunings(stores: list[TuningStore], proc_code: dict[tuple[str, int], int],
+                   fixed: dict[tuple[str, int], str], folder: Path) -> SpilledTunings:
+    """Replay each file's spilled TUNING records (a block at a time) into one file per process."""
+    text = {name: Codes() for name in ("op", "algo", "proto")}
+    by_proc = ProcessStore(folder, fields=_TUNED, name="tuning")
+    for f, store in enumerate(stores):
+        for t in store.chunks():
+            part = _tuning_part(f, t, proc_code, fixed)
+            for name, codes in text.items():
+                part[name] = codes.encode(part[name])
+            order = np.argsort(part["proc"], kind="stable")
+            cuts = np.flatnonzero(np.diff(part["proc"][order])) + 1
+            for idx in np.split(order, cuts):
+                by_proc.add(int(part["proc"][idx[0]]), part, idx)
+    return SpilledTunings(by_proc, text)
 
 
 def _host_order(host_first: dict[str, int], inits: list[dict[str, Any]]) -> dict[str, int]:
@@ -335,7 +370,7 @@ def _rows(store: ProcessStore, mapped: Mapped, ranks: dict[tuple[str, int, int],
 
 
 def _spilled_rows(store: ProcessStore, mapped: Mapped, ranks: dict[tuple[str, int, int], int], notes: list[str],
-                  tunings: dict[str, np.ndarray], folder: Path) -> tuple[RowStore, np.ndarray, set[int], int, int | None]:
+                  tunings: SpilledTunings, folder: Path) -> tuple[RowStore, np.ndarray, set[int], int, int | None]:
     """:func:`_rows` and the TUNING match of each process, its rows written to a :class:`RowStore`.
 
     Returns the store, comm names, inferred comm codes, TUNING lines matched by no row, and the earliest
@@ -344,16 +379,12 @@ def _spilled_rows(store: ProcessStore, mapped: Mapped, ranks: dict[tuple[str, in
     build, comm_name, inferred = _builder(mapped, ranks)
     rows = RowStore(folder)
     procs = store.processes()
-    order = np.argsort(tunings["proc"], kind="stable")
-    cuts = np.flatnonzero(np.diff(tunings["proc"][order])) + 1
-    by_proc = {int(tunings["proc"][idx[0]]): idx for idx in np.split(order, cuts) if len(idx)}
-    unmatched = sum(len(idx) for p, idx in by_proc.items() if p not in procs)
+    unmatched = tunings.unknown(procs)
     ts_min = None
     for p in procs:
         part = build(store.take(p))
-        idx = by_proc.get(p, np.empty(0, dtype=np.int64))
         part["algo"], part["proto"], missed = match_tuning(part, np.full(len(part["pos"]), p, dtype=np.int64),
-                                                            {k: v[idx] for k, v in tunings.items()})
+                                                            tunings.take(p))
         unmatched += missed
         ts = part["ts_us"][part["ts_us"] != NO_TS]
         if len(ts):

@@ -162,7 +162,7 @@ def _import_kernel() -> None:
 
 
 def scan_file(path: Path, report: IngestReport, progress: Callable[[float], Any] | None = None,
-              jit: bool = False, parts: Any = None) -> FileScan:
+              jit: bool = False, parts: Any = None, tunings: Any = None) -> FileScan:
     """Read one NCCL log file.
 
     Parameters
@@ -179,6 +179,9 @@ def scan_file(path: Path, report: IngestReport, progress: Callable[[float], Any]
     parts : list-like, optional
         Sink of the chunks' COLL column parts (``append``; ``parts[-1]`` reads the last one back), such as
         a :class:`traces.formats.nccl.spill.PartStore`; ``scan.coll`` then joins what it iterates over.
+    tunings : list-like, optional
+        Sink of the TUNING records' parts (``append``), such as a
+        :class:`traces.formats.nccl.spill.TuningStore`; ``scan.tunings`` then joins what it iterates over.
 
     Returns
     -------
@@ -197,7 +200,7 @@ def scan_file(path: Path, report: IngestReport, progress: Callable[[float], Any]
     except _READ_ERRORS as exc:
         raise TraceError(f"{path}: cannot read ({getattr(exc, 'strerror', None) or exc})") from None
     if compressed:  # one stream, no byte ranges; progress in compressed bytes, once read
-        scan, skips = _scan_range(str(path), 0, -1, None, jit, parts)
+        scan, skips = _scan_range(str(path), 0, -1, None, jit, parts, tunings)
         if progress is not None:
             progress(size)
         return _merge(str(path), [(scan, skips)], report)
@@ -215,8 +218,11 @@ def scan_file(path: Path, report: IngestReport, progress: Callable[[float], Any]
         if parts is not None:  # the ranges' columns, joined, go to the sink too
             parts.append(out.coll)
             out.coll = {name: v[:0] for name, v in out.coll.items()}
+        if tunings is not None:
+            tunings.append(out.tunings)
+            out.tunings = {name: v[:0] for name, v in out.tunings.items()}
         return out
-    scan, skips = _scan_range(str(path), 0, size, progress, jit, parts)
+    scan, skips = _scan_range(str(path), 0, size, progress, jit, parts, tunings)
     return _merge(str(path), [(scan, skips)], report)
 
 
@@ -233,7 +239,8 @@ def _ranges(path: Path, size: int, n: int) -> list[tuple[int, int]]:
 
 
 def _scan_range(path: str, begin: int, end: int, progress: Callable[[float], Any] | None = None,
-                jit: bool = False, parts: Any = None) -> tuple[FileScan, list[tuple[str, int, int]]]:
+                jit: bool = False, parts: Any = None, tunings: Any = None
+                ) -> tuple[FileScan, list[tuple[str, int, int]]]:
     """Scan bytes [begin, end) of a file (cut at line starts; ``end`` < 0: the whole decompressed stream of a
     compressed file); line numbers count from the range start.
 
@@ -242,6 +249,8 @@ def _scan_range(path: str, begin: int, end: int, progress: Callable[[float], Any
     scan = FileScan(path=path, coll={})
     report = IngestReport()
     parts = [] if parts is None else parts  # a sink of scan_file's, or joined below
+    if tunings is not None:
+        scan.tuning_parts = tunings  # likewise for the TUNING records
     line_base = 0
     try:
         with (open_binary(Path(path)) if end < 0 else open(path, "rb")) as handle:
