@@ -23,11 +23,17 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
+from traces.arrays import Text, combined_codes, duplicated, factorize
 from traces.atomic import short_repr
 from traces.errors import TraceError
+from traces.lazy import lazy_module
 from traces.vocabulary import DTYPE_BYTES, METADATA_KEY, OPS, P2P_OPS, ROOTED_OPS
+
+pd = lazy_module("pandas")  # first use imports it: `simrun ingest` of NCCL logs never does
+
+#: A normalised trace frame, or a mapping of its column names to arrays (what the row checks read).
+Columns = Any
 
 __all__ = [
     "CLOCK_THRESHOLD_S",
@@ -211,42 +217,50 @@ def check_metadata(meta: Mapping[str, Any]) -> None:
             raise TraceError(f"metadata 'comms'[{short_repr(comm)}] lists a rank twice")
 
 
-def check_rows(out: pd.DataFrame, meta: Mapping[str, Any], split_len: np.ndarray) -> None:
+def _column(out: Columns, name: str) -> np.ndarray | Text:
+    """Column ``name`` of a frame or of a mapping of arrays, as an array (a text column held as codes stays
+    so: :func:`traces.arrays.factorize` reads its codes)."""
+    values = out[name]
+    return values if isinstance(values, Text) else np.asarray(values)
+
+
+def check_rows(out: Columns, meta: Mapping[str, Any], split_len: np.ndarray) -> None:
     """Per-row checks: names, ranges, ``bytes == count × size`` without overflow, roots, splits, times.
 
+    ``out`` is a normalised frame or a mapping of its columns as arrays (no pandas needed);
     ``split_len`` is :func:`split_lengths` of ``out``.
     """
-    op, dtype = out["op"].to_numpy(), out["dtype"].to_numpy()
-    op_codes, op_names = pd.factorize(op)  # a handful of names: look each up once
+    op, dtype = _column(out, "op"), _column(out, "dtype")
+    op_codes, op_names = factorize(op)  # a handful of names: look each up once
     _fail(~np.isin(op_codes, [k for k, n in enumerate(op_names) if n in OPS]), "unknown op", op)
-    codes, names = pd.factorize(dtype)
+    codes, names = factorize(dtype)
     _fail(~np.isin(codes, [k for k, n in enumerate(names) if n in DTYPE_BYTES]), "unknown dtype", dtype)
-    count, nbytes = out["count"].to_numpy(), out["bytes"].to_numpy()
+    count, nbytes = _column(out, "count"), _column(out, "bytes")
     _fail(count < 0, "field 'count' is negative", count)
     sizes = np.array([DTYPE_BYTES[n] for n in names], dtype=np.int64)[codes]
     # count × size is compared only where it cannot overflow int64 (a wrapped product could match)
     _fail(count > MAX_OP_BYTES // sizes, f"field 'count' × dtype size exceeds {MAX_OP_BYTES} bytes", count)
     _fail(nbytes != count * sizes, "field 'bytes' is not count × dtype size", nbytes)
-    nranks, rank = out["nranks"].to_numpy(), out["rank"].to_numpy()
+    nranks, rank = _column(out, "nranks"), _column(out, "rank")
     _fail((nranks < 1) | (nranks > MAX_WORLD_SIZE), f"field 'nranks' is not in 1..{MAX_WORLD_SIZE}", nranks)
     _fail(rank < 0, "field 'rank' is negative", rank)
-    _fail(out["seq"].to_numpy() < 0, "field 'seq' is negative", out["seq"].to_numpy())
-    _fail(out["device"].to_numpy() < -1, "field 'device' is below -1", out["device"].to_numpy())
-    _fail(out["group"].to_numpy() < -1, "field 'group' is below -1", out["group"].to_numpy())
+    _fail(_column(out, "seq") < 0, "field 'seq' is negative", _column(out, "seq"))
+    _fail(_column(out, "device") < -1, "field 'device' is below -1", _column(out, "device"))
+    _fail(_column(out, "group") < -1, "field 'group' is below -1", _column(out, "group"))
     world = meta.get("world_size")
     if world is not None:
         _fail(rank >= world, f"field 'rank' is not below world_size {world}", rank)
     rooted = np.isin(op_codes, [k for k, n in enumerate(op_names) if n in ROOTED_OPS | P2P_OPS])
-    root = out["root"].to_numpy()
+    root = _column(out, "root")
     _fail(rooted & ((root < 0) | (root >= nranks)), "field 'root' is outside the communicator", root)
     is_a2a = op_codes == (list(op_names).index("AllToAll") if "AllToAll" in op_names else -2)
     _fail((split_len > 0) & ~is_a2a, "field 'split_bytes' is set on a row that is not AllToAll")
     _fail((split_len > 0) & (split_len != nranks), "field 'split_bytes' needs one entry per comm rank", split_len)
     if split_len.any():
-        _fail(split_out_of_range(out["split_bytes"].to_numpy(), split_len),
+        _fail(split_out_of_range(_column(out, "split_bytes"), split_len),
               f"field 'split_bytes' has an entry outside 0..{MAX_OP_BYTES}")
     for name in ("t_start_s", "duration_s"):
-        t = out[name].to_numpy()
+        t = _column(out, name)
         _fail(np.isinf(t), f"field '{name}' is infinite (NaN means unknown)", t)
         _fail(t < 0, f"field '{name}' is negative", t)
         _fail(t > MAX_SPAN_S, f"field '{name}' is more than {MAX_SPAN_S:g} s from the trace's start", t)
@@ -291,12 +305,13 @@ def split_out_of_range(splits: np.ndarray, split_len: np.ndarray) -> np.ndarray:
     return bad
 
 
-def split_lengths(out: pd.DataFrame) -> np.ndarray:
+def split_lengths(out: Columns) -> np.ndarray:
     """Entries of ``split_bytes`` per row (0: an even op)."""
-    return np.fromiter(map(len, out["split_bytes"].to_numpy()), dtype=np.int64, count=len(out))
+    splits = _column(out, "split_bytes")
+    return np.fromiter(map(len, splits), dtype=np.int64, count=len(splits))
 
 
-def rebase_times(out: pd.DataFrame) -> float:
+def rebase_times(out: Columns) -> float:
     """Shift ``t_start_s`` so that the trace starts at 0 when it carries clock times; return the shift.
 
     A trace whose earliest known ``t_start_s`` is at least :data:`CLOCK_THRESHOLD_S` holds clock readings
@@ -304,7 +319,7 @@ def rebase_times(out: pd.DataFrame) -> float:
     to that much. Subtracting the earliest start is exact (both values are close), so the relative times
     are the ones in the file and later arithmetic keeps full resolution. Otherwise nothing changes (0.0).
     """
-    t = out["t_start_s"].to_numpy()
+    t = _column(out, "t_start_s")
     finite = t[np.isfinite(t)]
     if not finite.size or finite.min() < CLOCK_THRESHOLD_S:
         return 0.0
@@ -313,18 +328,20 @@ def rebase_times(out: pd.DataFrame) -> float:
     return origin
 
 
-def check_collectives(out: pd.DataFrame, meta: Mapping[str, Any], split_len: np.ndarray) -> None:
+def check_collectives(out: Columns, meta: Mapping[str, Any], split_len: np.ndarray) -> None:
     """The rows of one collective (same ``comm`` and ``seq``) must be one per member and agree.
 
     Checks: no duplicated (``comm``, ``seq``, ``rank``) collective row nor (``comm``, ``rank``, ``op``,
     ``root``, ``seq``) Send/Recv row; ``nranks`` equal to the size of the communicator in the metadata and
     every row's rank one of its members (or, without metadata, no more rows than ``nranks``); and the rows
     of one collective agree on ``op``, ``dtype``, ``nranks``, ``root`` and (unless AllToAll splits make
-    them differ) ``count`` and ``bytes``.
+    them differ) ``count`` and ``bytes``. ``out`` is a frame or a mapping of its columns as arrays.
     """
-    comm_codes, comm_names = pd.factorize(out["comm"])
-    rank = out["rank"].to_numpy().astype(np.int64)
-    nranks = out["nranks"].to_numpy()
+    comm_col = _column(out, "comm")
+    comm_codes, comm_names = factorize(comm_col)
+    rank = _column(out, "rank").astype(np.int64)
+    nranks = _column(out, "nranks")
+    n_rows = len(rank)
     comms = meta.get("comms") or {}
     size_of = np.array([len(comms[c]) if c in comms else -1 for c in comm_names], dtype=np.int64)[comm_codes]
     known = size_of >= 0
@@ -339,45 +356,43 @@ def check_collectives(out: pd.DataFrame, meta: Mapping[str, Any], split_len: np.
         if outside.any():
             row = int(np.flatnonzero(outside)[0])
             raise TraceError(f"row {row}: rank {int(rank[row])} is not a member of comm "
-                             f"{short_repr(out['comm'].iat[row])} in the metadata (found in {int(outside.sum())} row(s))")
-    op_codes, op_names = pd.factorize(out["op"].to_numpy())
+                             f"{short_repr(comm_col[row])} in the metadata (found in {int(outside.sum())} row(s))")
+    op_codes, op_names = factorize(_column(out, "op"))
     is_p2p = np.isin(op_codes, [k for k, n in enumerate(op_names) if n in P2P_OPS])
+    seq_all = _column(out, "seq")
     if is_p2p.any():
-        p2p = out.loc[is_p2p, ["comm", "rank", "op", "root", "seq"]]
-        dup = np.zeros(len(out), bool)
-        dup[np.flatnonzero(is_p2p)[p2p.duplicated().to_numpy()]] = True
+        at = np.flatnonzero(is_p2p)
+        dup = np.zeros(n_rows, bool)
+        dup[at[duplicated(comm_codes[at], rank[at], op_codes[at], _column(out, "root")[at], seq_all[at])]] = True
         _fail(dup, "Send/Recv row duplicates an earlier one (same comm, rank, op, peer and seq)")
     coll = np.flatnonzero(~is_p2p)
     if not coll.size:
         return
-    seq = out["seq"].to_numpy()[coll]
-    span = int(seq.max()) + 1
-    if len(comm_names) * span < (1 << 62):  # one int64 key per (comm, seq): factorize it in one pass
-        gid, _ = pd.factorize(comm_codes[coll].astype(np.int64) * span + seq)
-    else:
-        gid, _ = pd.factorize(pd.MultiIndex.from_arrays([comm_codes[coll], seq]))
-    dup = np.zeros(len(out), bool)
-    dup[coll[pd.Series(gid.astype(np.int64) * (int(rank.max()) + 1) + rank[coll]).duplicated().to_numpy()]] = True
+    seq = seq_all[coll]
+    gid = factorize(comm_codes[coll] * (int(seq.max()) + 1) + seq)[0] if len(comm_names) * (int(seq.max()) + 1) < (
+        1 << 62) else combined_codes(comm_codes[coll], seq)  # one int64 key per (comm, seq) when it fits
+    dup = np.zeros(n_rows, bool)
+    dup[coll[duplicated(gid, rank[coll])]] = True
     _fail(dup, "row duplicates an earlier row of the same collective (same comm, seq and rank)")
     first = coll[np.unique(gid, return_index=True)[1]]  # the earliest row of each collective
     lead = first[gid]
     has_split = split_len[coll] > 0
     split_group = np.bincount(gid, weights=has_split, minlength=first.size)[gid] > 0
-    codes = {"op": op_codes, "dtype": pd.factorize(out["dtype"].to_numpy())[0]}  # ints compare fast
+    codes = {"op": op_codes, "dtype": factorize(_column(out, "dtype"))[0]}  # ints compare fast
     for name in ("op", "dtype", "nranks", "root", "count", "bytes"):
-        values = codes.get(name, out[name].to_numpy())
+        values = codes.get(name, _column(out, name))
         differs = values[coll] != values[lead]
         if name in ("count", "bytes"):
             differs &= ~split_group
         if differs.any():
             i = int(np.flatnonzero(differs)[0])
             row, ref = int(coll[i]), int(lead[i])
-            comm = out["comm"].iat[row]
-            shown = out[name].to_numpy()
+            comm = comm_col[row]
+            shown = _column(out, name)
             raise TraceError(f"row {row}: collective comm={short_repr(comm)} seq={int(seq[i])}: field '{name}' is "
                              f"{short_repr(_item(shown[row]))} on rank {int(rank[row])} but "
                              f"{short_repr(_item(shown[ref]))} on rank {int(rank[ref])} (row {ref})")
     if not known.all():
         rows_of = np.bincount(gid, minlength=first.size)[gid]
-        _fail(np.isin(np.arange(len(out)), coll[(rows_of > nranks[coll]) & ~known[coll]]),
+        _fail(np.isin(np.arange(n_rows), coll[(rows_of > nranks[coll]) & ~known[coll]]),
               "collective has more rows than its field 'nranks'", nranks)

@@ -16,8 +16,6 @@ import importlib
 from collections.abc import Iterable
 from pathlib import Path
 
-import pandas as pd
-
 # Re-exported: the readers and their tests import these helpers from here.
 from traces.formats.common import (  # noqa: F401
     Ignored,
@@ -37,15 +35,20 @@ from traces.formats.files import (  # noqa: F401
     Inputs,
     expand_inputs,
     expand_paths,
+    json_start,
     load_json,
     open_binary,
     read_head,
     read_text,
 )
 from traces.ingest_report import IngestReport
+from traces.lazy import lazy_module
 from traces.schema import METADATA_KEY, TraceError
 
-__all__ = ["FORMATS", "STREAMING", "Progress", "detect_format", "expand_paths", "ingest", "ingest_to_parquet",
+pd = lazy_module("pandas")  # first use imports it: `simrun ingest` of NCCL logs never does
+
+__all__ = ["BINARY_DETECTORS", "BINARY_MAGIC", "FORMATS", "JSON_FORMATS", "STREAMING", "Progress", "detect_format",
+           "expand_paths", "ingest", "ingest_to_parquet",
            "supported_formats"]
 
 
@@ -64,6 +67,12 @@ FORMATS: dict[str, tuple[str, str, str]] = {
 
 #: Formats whose files may be binary (a pickle): format -> detector of the raw first bytes, in its module.
 BINARY_DETECTORS: dict[str, str] = {"flight_recorder": "looks_like_flight_recorder_pickle"}
+#: The first byte each binary detector needs (a pickle of protocol 2+ starts with PROTO, 0x80): a file that
+#: starts otherwise is not asked, so detecting an NCCL log imports no reader of another format.
+BINARY_MAGIC: dict[str, bytes] = {"flight_recorder": b"\x80"}
+#: JSON formats: their detectors claim only a head that :func:`traces.formats.files.json_start` accepts
+#: (tested), so for any other head their modules are not imported to ask them.
+JSON_FORMATS: frozenset[str] = frozenset({"inspector", "profiler", "flight_recorder", "kineto", "param"})
 
 
 def _binary_format(path: Path) -> str | None:
@@ -74,7 +83,7 @@ def _binary_format(path: Path) -> str | None:
     except (OSError, EOFError, ValueError) as exc:
         raise TraceError(f"{path}: cannot read ({getattr(exc, 'strerror', None) or exc})") from None
     for fmt, detector in BINARY_DETECTORS.items():
-        if getattr(_module(fmt), detector)(raw):
+        if raw.startswith(BINARY_MAGIC[fmt]) and getattr(_module(fmt), detector)(raw):
             return fmt
     return None
 
@@ -104,7 +113,10 @@ def detect_format(path: Path) -> str:
     if binary is not None:
         return binary
     head = read_head(path)
+    json_like = json_start(head)
     for fmt, (module_name, _, detector) in FORMATS.items():
+        if fmt in JSON_FORMATS and not json_like:
+            continue
         try:
             module = importlib.import_module(module_name)
         except ImportError:  # a reader still being written: it cannot claim files yet

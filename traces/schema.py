@@ -25,10 +25,10 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 
 from traces.errors import TraceError  # re-exported: the trace family of collsim's CollsimError
+from traces.lazy import lazy_module
 
 # re-exported: the vocabulary of the schema lives in a leaf module that traces.checks shares
 from traces.vocabulary import (
@@ -42,6 +42,8 @@ from traces.vocabulary import (
     ROOTED_OPS,
     SCHEMA_VERSION,
 )
+
+pd = lazy_module("pandas")  # first use imports it: `simrun ingest` of NCCL logs never does
 
 #: Column -> pandas dtype, in SPEC order. ``string`` columns hold Python str (never NaN).
 COLUMNS: dict[str, str] = {

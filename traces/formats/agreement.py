@@ -11,9 +11,11 @@ rank must pass, so an AllToAll without splits is compared on count like any coll
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 
+from traces.lazy import lazy_module
 from traces.schema import P2P_OPS, ROOTED_OPS
+
+pd = lazy_module("pandas")  # first use imports it: `simrun ingest` of NCCL logs never does
 
 __all__ = ["disagreeing_collectives"]
 

@@ -10,10 +10,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from traces.ingest_report import IngestReport
+from traces.lazy import lazy_module
 from traces.schema import DTYPE_BYTES, METADATA_KEY, P2P_OPS, TraceError, new_metadata, validate
+
+pd = lazy_module("pandas")  # first use imports it: `simrun ingest` of NCCL logs never does
 
 __all__ = ["Progress", "Ignored", "RankMap", "RowSink", "as_int", "finish_frame", "parse_int_list", "split_bytes_of",
            "torch_count", "torch_dtype", "torch_op"]

@@ -25,7 +25,7 @@ from typing import Any, BinaryIO
 from traces.schema import TraceError
 
 __all__ = ["HEAD_BYTES", "NON_TRACE_SUFFIXES", "Inputs", "compression_of", "expand_inputs", "expand_paths",
-           "load_json", "open_binary", "read_head", "read_text"]
+           "json_start", "load_json", "open_binary", "read_head", "read_text"]
 
 #: How many bytes of each file detection looks at (Kineto puts ``traceEvents`` after its header).
 HEAD_BYTES = 256 * 1024
@@ -97,6 +97,22 @@ def _open_zstd(path: Path) -> BinaryIO:
 
 
 _READ_ERRORS = (OSError, EOFError, zlib.error, lzma.LZMAError, ValueError)
+
+
+def json_start(head: str) -> bool:
+    """Whether a file head can start a JSON object or an array of objects: its first non-blank character is
+    ``{``, or ``[`` followed by ``{``, ``]`` or nothing. Every JSON format's detector claims only such heads
+    (an NCCL 2.26 log line starts ``[2025-...``), so the registry asks them only then.
+
+    Examples
+    --------
+    >>> json_start('[ {"a": 1}'), json_start("{"), json_start("[2025-01-01 00:00:00] h:1:1 [0] NCCL INFO")
+    (True, True, False)
+    """
+    text = head.lstrip()
+    if text[:1] == "{":
+        return True
+    return text[:1] == "[" and text[1:].lstrip()[:1] in ("{", "]", "")
 
 
 def read_head(path: Path, n_bytes: int = HEAD_BYTES) -> str:

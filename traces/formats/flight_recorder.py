@@ -38,8 +38,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
-
 from traces.formats.common import (
     Ignored,
     RowSink,
@@ -51,7 +49,10 @@ from traces.formats.common import (
 )
 from traces.formats.files import read_bytes
 from traces.ingest_report import IngestReport
+from traces.lazy import lazy_module
 from traces.schema import P2P_OPS, ROOTED_OPS, TraceError
+
+pd = lazy_module("pandas")  # first use imports it: `simrun ingest` of NCCL logs never does
 
 __all__ = ["load_dump", "looks_like_flight_recorder", "looks_like_flight_recorder_pickle", "read_flight_recorder"]
 

@@ -24,13 +24,14 @@ import re
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
-
 from traces.formats.common import Progress, RankMap, RowSink, as_int, finish_frame
 from traces.formats.files import read_text
 from traces.formats.jsonstream import Bad, iter_objects
 from traces.ingest_report import IngestReport
+from traces.lazy import lazy_module
 from traces.schema import P2P_OPS, ROOTED_OPS
+
+pd = lazy_module("pandas")  # first use imports it: `simrun ingest` of NCCL logs never does
 
 #: Inspector function names (``ncclFuncToString``) -> schema ops.
 _OPS = {

@@ -27,8 +27,6 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
-
 from traces.formats.common import (
     Ignored,
     Progress,
@@ -43,7 +41,10 @@ from traces.formats.common import (
 )
 from traces.formats.files import load_json
 from traces.ingest_report import IngestReport
+from traces.lazy import lazy_module
 from traces.schema import DTYPE_BYTES, P2P_OPS, ROOTED_OPS, TraceError
+
+pd = lazy_module("pandas")  # first use imports it: `simrun ingest` of NCCL logs never does
 
 _LAUNCH_CATS = ("cuda_runtime", "cuda_driver")
 _NCCL_KERNEL = re.compile(r"nccl|rccl", re.IGNORECASE)

@@ -26,13 +26,14 @@ import re
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
-
 from traces.formats.common import Progress, RankMap, RowSink, as_int, finish_frame
-from traces.formats.files import read_text
+from traces.formats.files import json_start, read_text
 from traces.formats.jsonstream import Bad, iter_objects
 from traces.ingest_report import IngestReport
+from traces.lazy import lazy_module
 from traces.schema import NCCL_DTYPE_CODES, P2P_OPS, ROOTED_OPS, dtype_name
+
+pd = lazy_module("pandas")  # first use imports it: `simrun ingest` of NCCL logs never does
 
 _OPS = {
     "AllReduce": "AllReduce", "AllGather": "AllGather", "ReduceScatter": "ReduceScatter",
@@ -57,7 +58,7 @@ def looks_like_nccl_profiler(head: str) -> bool:
     """
     text = head.lstrip()
     compact = re.sub(r'"\s*:\s*"', '": "', text[:65536])
-    return (text[:1] in ("[", "{") and '"traceEvents"' not in compact and any(c in compact for c in _CATS)
+    return (json_start(text) and '"traceEvents"' not in compact and any(c in compact for c in _CATS)
             and re.search(r'"ph":\s*"[be]"', compact) is not None)
 
 

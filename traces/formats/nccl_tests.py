@@ -23,10 +23,11 @@ import math
 import re
 from pathlib import Path
 
-import pandas as pd
-
 from traces.ingest_report import IngestReport
+from traces.lazy import lazy_module
 from traces.schema import DTYPE_BYTES, TraceError, new_metadata, normalize
+
+pd = lazy_module("pandas")  # first use imports it: `simrun ingest` of NCCL logs never does
 
 __all__ = ["NCCLTESTS_DTYPES", "NCCLTESTS_OPS", "looks_like_nccl_tests", "op_counts", "parse_tables",
            "read_nccl_tests"]

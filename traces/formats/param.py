@@ -18,8 +18,6 @@ import re
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
-
 from traces.formats.common import (
     Ignored,
     Progress,
@@ -32,10 +30,13 @@ from traces.formats.common import (
     torch_dtype,
     torch_op,
 )
-from traces.formats.files import load_json
+from traces.formats.files import json_start, load_json
 from traces.formats.pytorch_et import looks_like_et, read_et_file
 from traces.ingest_report import IngestReport
+from traces.lazy import lazy_module
 from traces.schema import DTYPE_BYTES, P2P_OPS, ROOTED_OPS, TraceError
+
+pd = lazy_module("pandas")  # first use imports it: `simrun ingest` of NCCL logs never does
 
 _DIGITS = re.compile(r"(\d+)")
 
@@ -49,7 +50,7 @@ def looks_like_param_basic(head: str) -> bool:
     True
     """
     text = head.lstrip()
-    return text.startswith("[") and re.search(r'"comms"\s*:', text) is not None and '"ph"' not in text
+    return text.startswith("[") and json_start(text) and re.search(r'"comms"\s*:', text) is not None and '"ph"' not in text
 
 
 def looks_like_param(head: str) -> bool:

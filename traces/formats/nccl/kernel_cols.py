@@ -55,15 +55,15 @@ def distinct_spans(kernel: ModuleType, a: np.ndarray, buf: bytes, start: np.ndar
     >>> codes.tolist(), uniq
     ([0, 1, 0], [b'ab', b'cd'])
     """
-    import pandas as pd
+    from traces.arrays import factorize
 
     if not len(start):
         return np.empty(0, dtype=np.int64), []
-    codes, _ = pd.factorize(kernel.span_hashes(a, start, end))
+    codes, _ = factorize(kernel.span_hashes(a, start, end))
     first = np.zeros(int(codes.max()) + 1, dtype=np.int64)
     first[codes[::-1]] = np.arange(len(codes) - 1, -1, -1)
     if not kernel.spans_equal(a, start, end, start[first][codes], end[first][codes]):  # a 64-bit hash collision
-        codes, uniq = pd.factorize(np.array([buf[s:e] for s, e in zip(start.tolist(), end.tolist(), strict=True)],
+        codes, uniq = factorize(np.array([buf[s:e] for s, e in zip(start.tolist(), end.tolist(), strict=True)],
                                             dtype=object))
         return codes, list(uniq)
     return codes, [buf[s:e] for s, e in zip(start[first].tolist(), end[first].tolist(), strict=True)]

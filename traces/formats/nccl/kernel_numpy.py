@@ -12,9 +12,12 @@ from __future__ import annotations
 import re
 
 import numpy as np
-import pandas as pd
 
+from traces.arrays import factorize
 from traces.formats.nccl import layout as L
+from traces.lazy import lazy_module
+
+pd = lazy_module("pandas")  # first use imports it: `simrun ingest` of NCCL logs never does
 
 NO_TS = np.iinfo(np.int64).min
 _HEX = np.full(256, 255, dtype=np.uint8)
@@ -310,17 +313,17 @@ def distinct_tokens(ch: Chunk, start: np.ndarray, end: np.ndarray, max_width: in
             mat[outside] = 0
             # Hash-factorize the tokens 8 bytes at a time (pandas' hash table, no sort, no object per row).
             words = mat.view(np.uint64)
-            codes = pd.factorize(words[:, 0])[0]
+            codes = factorize(words[:, 0])[0]
             for j in range(1, words.shape[1]):
-                more = pd.factorize(words[:, j])[0]
-                codes = pd.factorize(codes * (int(more.max()) + 1) + more)[0]
+                more = factorize(words[:, j])[0]
+                codes = factorize(codes * (int(more.max()) + 1) + more)[0]
             first = np.zeros(int(codes.max()) + 1, dtype=np.int64)
             first[codes[::-1]] = np.arange(len(codes) - 1, -1, -1)
             uniq = [mat[i, : length[i]].tobytes() for i in first.tolist()]
             return codes, uniq
     buf = ch.buf
     tokens = [buf[a:z] for a, z in zip(start.tolist(), end.tolist(), strict=True)]
-    codes, uniq = pd.factorize(np.array(tokens, dtype=object))
+    codes, uniq = factorize(np.array(tokens, dtype=object))
     return codes, list(uniq)
 
 
@@ -361,7 +364,7 @@ def text_timestamps(buf: bytes, start: np.ndarray, end: np.ndarray) -> np.ndarra
     """:func:`nccl_log_lines.timestamp_us` of each text ``buf[start:end]`` (NO_TS when none), parsed once per
     distinct text: the outer prefixes the fixed layouts cannot read."""
     texts = [buf[a:z] for a, z in zip(start.tolist(), end.tolist(), strict=True)]
-    codes, uniq = pd.factorize(np.array(texts, dtype=object))
+    codes, uniq = factorize(np.array(texts, dtype=object))
     vals = [L.timestamp_us(u.decode("utf-8", "replace")) for u in uniq]
     return np.array([NO_TS if v is None else v for v in vals], dtype=np.int64)[codes]
 

@@ -22,15 +22,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
+from traces.arrays import factorize
 from traces.formats.nccl import comms as C
 from traces.formats.nccl.layout import NCCL_OPS
 from traces.formats.nccl.output import combined_codes
 from traces.formats.nccl.rows import OP_CODE
 from traces.formats.nccl.spill import ProcessStore
 from traces.ingest_report import IngestReport
+from traces.lazy import lazy_module
 from traces.schema import NCCL_DTYPE_CODES
+
+pd = lazy_module("pandas")  # first use imports it: `simrun ingest` of NCCL logs never does
 
 __all__ = ["Mapped", "Survey", "map_lines", "report_unusable", "survey"]
 
@@ -53,9 +56,25 @@ def _first_of(codes: np.ndarray, k: int) -> np.ndarray:
     return first
 
 
-def _factor(column: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    codes, uniq = pd.factorize(column, use_na_sentinel=False)
-    return codes.astype(np.int64), np.asarray(uniq, dtype=object)
+#: A factorisation kept for the next pass: slot (file, column name) -> (the column, its codes, its values).
+Factors = dict[tuple[int, str], tuple[np.ndarray, np.ndarray, np.ndarray]]
+
+
+def _factor(column: np.ndarray, factors: Factors | None = None, slot: tuple[int, str] | None = None
+            ) -> tuple[np.ndarray, np.ndarray]:
+    """Codes and values of a text column; ``factors[slot]`` keeps them for the other pass, which finds them
+    when it gets the very same array (a file's columns in memory: both passes see them; a spilled chunk is
+    read anew, and each slot keeps only its latest chunk). Text columns are factorised ~110 ms per 500k
+    lines, so the second pass saves ~0.3 s on a 100 MB log."""
+    if factors is not None and slot is not None:
+        kept = factors.get(slot)
+        if kept is not None and kept[0] is column:
+            return kept[1], kept[2]
+    codes, uniq = factorize(column, na_sentinel=False)
+    codes, uniq = codes.astype(np.int64), np.asarray(uniq, dtype=object)
+    if factors is not None and slot is not None:
+        factors[slot] = (column, codes, uniq)
+    return codes, uniq
 
 
 @dataclass
@@ -69,6 +88,7 @@ class Survey:
     owners: dict[tuple[int, str], set[tuple[str, int]]] = field(default_factory=dict)  # raw hosts
     keep: list[np.ndarray] = field(default_factory=list)  # per chunk: usable lines
     lines: list[int] = field(default_factory=list)  # per file: COLL lines
+    factors: Factors = field(default_factory=dict)  # text columns' codes, for pass 2 (see _factor)
 
 
 def survey(n_files: int, chunks: Chunks) -> Survey:
@@ -90,12 +110,12 @@ def _survey_chunk(ch: dict[str, np.ndarray], f: int, sv: Survey) -> None:
         return
     pos = (np.int64(f) << C.POS_SHIFT) | ch["line"]
     host, pid = ch["host"], ch["pid"]
-    hcodes, hosts = _factor(host)
+    hcodes, hosts = _factor(host, sv.factors, (f, "host"))
     pair = combined_codes(hcodes, pid)
     k = int(pair.max()) + 1
     first = _first_of(pair, k)
     sv.pairs.update(zip(hosts[hcodes[first]].tolist(), pid[first].tolist(), strict=True))
-    ocodes, ops = _factor(ch["op"])
+    ocodes, ops = _factor(ch["op"], sv.factors, (f, "op"))
     counts = np.bincount(ocodes, minlength=len(ops))
     for j, (op, at) in enumerate(zip(ops.tolist(), _first_of(ocodes, len(ops)).tolist(), strict=True)):
         sv.ops.setdefault(op, [0, int(pos[at])])[0] += int(counts[j])
@@ -104,7 +124,7 @@ def _survey_chunk(ch: dict[str, np.ndarray], f: int, sv: Survey) -> None:
     bad_dt = usable_op & ~np.isin(dt, _KNOWN_DT)
     if bad_dt.any():
         at = np.flatnonzero(bad_dt)
-        dcodes, dts = pd.factorize(dt[at])
+        dcodes, dts = factorize(dt[at])
         for j, (d, a) in enumerate(zip(dts.tolist(), _first_of(dcodes, len(dts)).tolist(), strict=True)):
             sv.dts.setdefault(int(d), [0, int(pos[at[a]])])[0] += int((dcodes == j).sum())
     rooted = np.array([op in _ROOTED for op in ops.tolist()], dtype=bool)[ocodes]
@@ -119,7 +139,9 @@ def _survey_chunk(ch: dict[str, np.ndarray], f: int, sv: Survey) -> None:
     named = keep & (pid >= 0)
     if named.any():
         at = np.flatnonzero(named)
-        ccodes, ptrs = _factor(ch["comm"][at])
+        all_codes, all_ptrs = _factor(ch["comm"], sv.factors, (f, "comm"))
+        ccodes, used = factorize(all_codes[at])  # the same codes as of ch["comm"][at], in its own order
+        ptrs = all_ptrs[used]
         key = combined_codes(ccodes, hcodes[at], pid[at])
         first = _first_of(key, int(key.max()) + 1)
         for ptr, h, p in zip(ptrs[ccodes[first]].tolist(), hosts[hcodes[at][first]].tolist(),
@@ -170,6 +192,7 @@ class _State:
     host_first: dict[str, int] = field(default_factory=dict)
     unresolved: list[int] = field(default_factory=lambda: [0, -1])
     rows: int = 0
+    factors: Factors = field(default_factory=dict)  # the survey's text codes (see _factor)
 
 
 def map_lines(n_files: int, chunks: Chunks, sv: Survey, inits: list[dict[str, Any]],
@@ -178,7 +201,7 @@ def map_lines(n_files: int, chunks: Chunks, sv: Survey, inits: list[dict[str, An
     """Pass 2 over all chunks (same order as :func:`survey`): usable lines into ``store`` by process."""
     by_key = C.build_instances(inits)
     instances = [i for insts in by_key.values() for i in insts]
-    st = _State(by_key, instances, {id(i): k for k, i in enumerate(instances)})
+    st = _State(by_key, instances, {id(i): k for k, i in enumerate(instances)}, factors=sv.factors)
     for i in instances:
         st.inst_proc.append(st.proc_code.setdefault(i.key[:2], len(st.proc_code)))
     owners: dict[tuple[int, str], set[tuple[str, int]]] = {}
@@ -198,6 +221,7 @@ def map_lines(n_files: int, chunks: Chunks, sv: Survey, inits: list[dict[str, An
                 _map_chunk({k: v for k, v in ch.items() if k != "tid"}, f, st, fixed, owners, anywhere, store)
             elif keep.any():
                 _map_chunk({k: v[keep] for k, v in ch.items() if k != "tid"}, f, st, fixed, owners, anywhere, store)
+    sv.factors.clear()
     if st.unresolved[0]:
         report.skip(_AMBIGUOUS, where(st.unresolved[1]), st.unresolved[0])
     _finish(st)
@@ -211,7 +235,7 @@ def _map_chunk(c: dict[str, np.ndarray], f: int, st: _State, fixed: dict[tuple[s
     pos = (np.int64(f) << C.POS_SHIFT) | c.pop("line")
     host, pid, comm = c["host"], c["pid"], c["comm"]
     if fixed:  # interleaved writes glued garbage onto a host name: the clean name of that pid
-        hcodes, hosts = _factor(host)
+        hcodes, hosts = _factor(host, st.factors, (f, "host"))
         pair = combined_codes(hcodes, pid)
         first = _first_of(pair, int(pair.max()) + 1)
         new = np.empty(len(first), dtype=object)
@@ -242,12 +266,12 @@ def _map_chunk(c: dict[str, np.ndarray], f: int, st: _State, fixed: dict[tuple[s
     if not len(pos):
         return
     st.rows += len(pos)
-    hcodes, hosts = _factor(host)
+    hcodes, hosts = _factor(host, st.factors, (f, "host"))
     hmin = np.full(len(hosts), np.iinfo(np.int64).max, dtype=np.int64)
     np.minimum.at(hmin, hcodes, pos)
     for h, p in zip(hosts.tolist(), hmin.tolist(), strict=True):
         st.host_first[h] = min(st.host_first.get(h, p), p)
-    ccodes, ptrs = _factor(comm)
+    ccodes, ptrs = _factor(comm, st.factors, (f, "comm"))
     key = combined_codes(hcodes, pid, ccodes)
     n_keys = int(key.max()) + 1
     first = _first_of(key, n_keys)
@@ -289,7 +313,7 @@ def _map_chunk(c: dict[str, np.ndarray], f: int, st: _State, fixed: dict[tuple[s
         for k, a in zip(uk.tolist(), ua.tolist(), strict=True):
             st.key_grank.setdefault(keys[k], int(grank[at[a]]))
     _note_bare(c, pos, inst, st)
-    ocodes, ops = _factor(c["op"])
+    ocodes, ops = _factor(c["op"], st.factors, (f, "op"))
     op = np.array([OP_CODE[NCCL_OPS[o]] for o in ops.tolist()], dtype=np.int64)[ocodes]
     proc = np.asarray(st.inst_proc, dtype=np.int64)[inst]
     cols = {"pos": pos, "inst": inst, "op": op, "opc": c["opc"], "count": c["count"], "dt": c["dt"],

@@ -1,10 +1,11 @@
 """Assembled NCCL-log rows kept compact (integer codes) until they are written, a block of rows at a time.
 
 :class:`CompactRows` holds the trace rows of :func:`traces.formats.nccl.reader.read_nccl_logs` in their final
-order, with ``comm``, ``host``, ``device`` and ``dtype`` still as integer codes into small tables: the text
-columns, the schema frame and its validation are made per block of rows by :meth:`CompactRows.frame`, so a
-streaming writer (:class:`traces.io.TraceWriter`) never holds more than one block as a frame. The checks
-across rows (members of a collective agree; one row per member) run on integer columns over all rows.
+order, as numpy columns, with ``comm``, ``host``, ``device`` and ``dtype`` still as integer codes into small
+tables. A streaming writer (:class:`traces.io.TraceWriter`) takes them a block of rows at a time as the
+schema's columns (:meth:`CompactRows.blocks`: text as :class:`traces.arrays.Text` codes, no pandas), and the
+Python API a frame (:meth:`CompactRows.frame`). The checks across rows (members of a collective agree; one
+row per member) run on integer columns over all rows.
 """
 
 from __future__ import annotations
@@ -14,11 +15,15 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
-from traces.schema import P2P_OPS, ROOTED_OPS, empty_trace
+from traces.arrays import Text, combined_codes, factorize, unique
+from traces.lazy import lazy_module
+from traces.schema import ALL_COLUMNS, COLUMNS, EXTENSION_TYPES, P2P_OPS, ROOTED_OPS, empty_trace
 
-__all__ = ["BLOCK_ROWS", "CompactRows", "combined_codes", "disagreeing_codes", "schema_frame"]
+pd = lazy_module("pandas")  # first use imports it: `simrun ingest` of NCCL logs never does
+
+__all__ = ["BLOCK_ROWS", "CompactRows", "columns_frame", "combined_codes", "disagreeing_codes", "empty_columns",
+           "schema_columns", "schema_frame"]
 
 #: Rows per block (one Parquet row group): ~25 MB of frame at ~200 B a row, far below the memory budget.
 BLOCK_ROWS = 131_072
@@ -30,10 +35,11 @@ class CompactRows:
 
     Attributes
     ----------
-    rows : pandas.DataFrame
-        One row per trace row, in final order: ``rank``, ``comm`` (code into ``comm_name``), ``seq``, ``op``
-        (names), ``count``, ``dt`` (code into ``dt_name``), ``bytes``, ``root``, ``nranks``, ``t_start_s``,
-        ``inst`` (code into ``host``/``device``), ``algo``, ``proto``, ``group``, ``split_bytes``.
+    rows : dict of str to numpy.ndarray
+        One entry per trace row, in final order, as equal-length columns: ``rank``, ``comm`` (code into
+        ``comm_name``), ``seq``, ``op`` (names), ``count``, ``dt`` (code into ``dt_name``), ``bytes``,
+        ``root``, ``nranks``, ``t_start_s``, ``inst`` (code into ``host``/``device``), ``algo``, ``proto``,
+        ``group``, ``split_bytes``; empty when there are no rows.
     comm_name, host, dt_name : numpy.ndarray of object
         The text of each code.
     device : numpy.ndarray of int64
@@ -42,7 +48,7 @@ class CompactRows:
         The trace metadata (``df.attrs["collsim"]``).
     """
 
-    rows: pd.DataFrame
+    rows: dict[str, np.ndarray]
     comm_name: np.ndarray
     host: np.ndarray
     device: np.ndarray
@@ -50,27 +56,39 @@ class CompactRows:
     meta: dict[str, Any]
 
     def __len__(self) -> int:
-        return len(self.rows)
+        return len(self.rows["rank"]) if self.rows else 0
+
+    def columns(self, start: int = 0, stop: int | None = None) -> dict[str, np.ndarray]:
+        """Rows ``[start, stop)`` as the schema's columns (:func:`schema_columns`; not validated).
+
+        Examples
+        --------
+        >>> CompactRows({}, *([np.empty(0, object)] * 4), meta={}).columns()["rank"].dtype
+        dtype('int32')
+        """
+        if not len(self):
+            return empty_columns()
+        return schema_columns(lambda name: self.rows[name][start:stop], len(self.rows["rank"][start:stop]),
+                              self.comm_name, self.host, self.device, self.dt_name)
 
     def frame(self, start: int = 0, stop: int | None = None) -> pd.DataFrame:
         """Rows ``[start, stop)`` as a schema frame (not validated; no metadata).
 
         Examples
         --------
-        >>> CompactRows(pd.DataFrame(), *([np.empty(0, object)] * 4), meta={}).frame().shape[0]
+        >>> CompactRows({}, *([np.empty(0, object)] * 4), meta={}).frame().shape[0]
         0
         """
-        if not len(self.rows):
+        if not len(self):
             return empty_trace()
-        part = self.rows.iloc[start:stop]
-        return schema_frame(lambda name: part[name].to_numpy(), len(part), self.comm_name, self.host, self.device,
-                            self.dt_name)
+        return columns_frame(self.columns(start, stop))
 
-    def blocks(self, block_rows: int | None = None) -> Iterator[pd.DataFrame]:
-        """The rows as frames of at most ``block_rows`` (default :data:`BLOCK_ROWS`) rows, in order."""
+    def blocks(self, block_rows: int | None = None) -> Iterator[dict[str, np.ndarray]]:
+        """The rows as :meth:`columns` of at most ``block_rows`` (default :data:`BLOCK_ROWS`) rows, in order
+        (one block of no rows when there are none)."""
         block_rows = block_rows or BLOCK_ROWS
-        for start in range(0, max(len(self.rows), 1), block_rows):
-            yield self.frame(start, start + block_rows)
+        for start in range(0, max(len(self), 1), block_rows):
+            yield self.columns(start, start + block_rows)
 
     def agreement(self) -> tuple[int, str]:
         """Collectives whose members disagree, and the first (:func:`disagreeing_codes`)."""
@@ -78,73 +96,74 @@ class CompactRows:
 
     def check_collectives(self, check: Any) -> None:
         """``check(light, split_lengths)``: the checks across rows (``TraceWriter.check_collectives``)."""
-        if len(self.rows):
+        if len(self):
             check(self.light(), self.split_lengths())
 
     def all_nan(self, name: str) -> bool:
         """Whether column ``name`` is NaN on every row (``duration_s`` always is: logs hold none)."""
         if name == "duration_s":
             return True
-        return bool(self.rows[name].isna().all()) if len(self.rows) else True
+        return bool(np.isnan(self.rows[name]).all()) if len(self) else True
 
     def n_ranks(self) -> int:
         """Distinct ranks among the rows."""
-        return int(self.rows["rank"].nunique()) if len(self.rows) else 0
+        return len(unique(self.rows["rank"])) if len(self) else 0
 
     def split_lengths(self) -> np.ndarray:
         """Entries of ``split_bytes`` per row."""
-        splits = self.rows["split_bytes"].to_numpy() if len(self.rows) else []
+        splits = self.rows["split_bytes"] if len(self) else []
         return np.fromiter(map(len, splits), dtype=np.int64, count=len(splits))
 
-    def light(self) -> pd.DataFrame:
+    def light(self) -> dict[str, np.ndarray]:
         """All rows, only the columns the checks across rows read (text columns share their strings)."""
         r = self.rows
-        return pd.DataFrame({
-            "comm": pd.Series(self.comm_name[r["comm"].to_numpy()], dtype=object),
-            "rank": r["rank"].to_numpy(), "seq": r["seq"].to_numpy(), "op": pd.Series(r["op"].to_numpy(), dtype=object),
-            "count": r["count"].to_numpy(), "dtype": pd.Series(self.dt_name[r["dt"].to_numpy()], dtype=object),
-            "bytes": r["bytes"].to_numpy(), "root": r["root"].to_numpy(), "nranks": r["nranks"].to_numpy(),
-        })
+        return {"comm": Text(r["comm"], self.comm_name), "rank": r["rank"], "seq": r["seq"], "op": r["op"],
+                "count": r["count"], "dtype": Text(r["dt"], self.dt_name), "bytes": r["bytes"], "root": r["root"],
+                "nranks": r["nranks"]}
+
+
+def empty_columns() -> dict[str, np.ndarray]:
+    """The schema's columns with no rows, typed as :func:`traces.schema.empty_trace` types them."""
+    return {name: np.empty(0, dtype=object if kind in ("string", "object") else kind)
+            for name, kind in {**COLUMNS, **EXTENSION_TYPES}.items()}
+
+
+def schema_columns(column: Any, n: int, comm_name: np.ndarray, host: np.ndarray, device: np.ndarray,
+                   dt_name: np.ndarray) -> dict[str, Any]:
+    """The schema's columns (``ALL_COLUMNS`` order, not cast) of ``n`` compact rows, ``column(name)`` giving
+    each compact column as an array; comm, host, dtype and context stay codes (:class:`traces.arrays.Text`)."""
+    inst = column("inst")
+    cols: dict[str, Any] = {}
+    for name in ALL_COLUMNS:
+        if name == "comm":
+            values = Text(column("comm"), comm_name)
+        elif name == "host":
+            values = Text(inst, host)
+        elif name == "device":
+            values = device[inst]
+        elif name == "dtype":
+            values = Text(column("dt"), dt_name)
+        elif name == "duration_s":
+            values = np.full(n, np.nan)
+        elif name == "context":
+            values = Text(np.zeros(n, dtype=np.int64), np.array([""], dtype=object))
+        else:
+            values = column(name)
+        cols[name] = values
+    return cols
+
+
+def columns_frame(cols: dict[str, Any]) -> pd.DataFrame:
+    """A frame of :func:`schema_columns` (text columns ``object``, no copies of numeric columns)."""
+    arrays = {name: np.asarray(v) for name, v in cols.items()}
+    return pd.DataFrame({name: pd.Series(v, dtype=v.dtype if v.dtype != object else object, copy=False)
+                         for name, v in arrays.items()})
 
 
 def schema_frame(column: Any, n: int, comm_name: np.ndarray, host: np.ndarray, device: np.ndarray,
                  dt_name: np.ndarray) -> pd.DataFrame:
     """A schema frame of ``n`` compact rows, ``column(name)`` giving each compact column as an array."""
-    inst = column("inst")
-    cols: dict[str, Any] = {}
-    for name in empty_trace().columns:
-        if name == "comm":
-            values = comm_name[column("comm")]
-        elif name == "host":
-            values = host[inst]
-        elif name == "device":
-            values = device[inst]
-        elif name == "dtype":
-            values = dt_name[column("dt")]
-        elif name == "duration_s":
-            values = np.full(n, np.nan)
-        elif name == "context":
-            values = np.full(n, "", dtype=object)
-        else:
-            values = column(name)
-        cols[name] = pd.Series(values, dtype=values.dtype if values.dtype != object else object, copy=False)
-    return pd.DataFrame(cols)
-
-
-def combined_codes(*columns: np.ndarray) -> np.ndarray:
-    """One int64 code per distinct tuple of the (equal-length, integer) columns, by hash factorisation one
-    column at a time (no tuple or MultiIndex per row).
-
-    Examples
-    --------
-    >>> combined_codes(np.array([1, 1, 2, 1]), np.array([5, 6, 5, 5])).tolist()
-    [0, 1, 2, 0]
-    """
-    codes = pd.factorize(columns[0])[0].astype(np.int64)
-    for col in columns[1:]:
-        more = pd.factorize(col)[0].astype(np.int64)
-        codes = pd.factorize(codes * (int(more.max(initial=0)) + 1) + more)[0].astype(np.int64)
-    return codes
+    return columns_frame(schema_columns(column, n, comm_name, host, device, dt_name))
 
 
 def disagreeing_codes(rows: Any, comm_name: np.ndarray, dt_name: np.ndarray,
@@ -194,7 +213,7 @@ def disagreeing_codes(rows: Any, comm_name: np.ndarray, dt_name: np.ndarray,
     if has_split is not None:  # all-to-all-v: members' counts may differ (as the text version)
         uneven = np.bincount(key, weights=has_split, minlength=int(key.max()) + 1)[key] > 0
         count = np.where(uneven, -1, count)
-    sig = combined_codes(pd.factorize(op[coll])[0], count, rows["dt"][coll], root)
+    sig = combined_codes(factorize(op[coll])[0], count, rows["dt"][coll], root)
     width = int(sig.max()) + 1
     pairs = np.unique(key * width + sig)  # distinct (collective, signature) pairs
     n_sig = np.bincount(pairs // width, minlength=int(key.max()) + 1)

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
+from traces.arrays import factorize
 from traces.formats.files import compression_of
 from traces.formats.nccl import comms as C
 from traces.formats.nccl.infer import align_on_opcount
@@ -31,14 +31,25 @@ from traces.formats.nccl.rows import (
     build_rows,
     copy_tuning,
     match_tuning,
-    object_frame,
 )
 from traces.formats.nccl.rowstore import RowStore, SpilledRows
 from traces.formats.nccl.scan import NO_TS, FileScan, scan_file, use_jit
-from traces.formats.nccl.spill import PartStore, ProcessStore, hand_over, should_spill, spill_folder
+from traces.formats.nccl.spill import (
+    Codes,
+    PartStore,
+    ProcessStore,
+    SpilledTunings,
+    TuningStore,
+    hand_over,
+    should_spill,
+    spill_folder,
+)
 from traces.formats.nccl.writer import write_nccl_log
 from traces.ingest_report import IngestReport
+from traces.lazy import lazy_module
 from traces.schema import DTYPE_BYTES, NCCL_DTYPE_CODES, TraceError, new_metadata, validate
+
+pd = lazy_module("pandas")  # first use imports it: `simrun ingest` of NCCL logs never does
 
 __all__ = ["looks_like_nccl_log", "read_nccl_logs", "scan_nccl_logs", "write_nccl_log"]
 
@@ -123,14 +134,17 @@ def scan_nccl_logs(paths: list[Path], *, progress: Callable[[float], Any] | None
     jit = use_jit(sum(n for n, _ in sizes))
     with spill_folder(should_spill(sizes)) as folder:  # removed at the end, also on an error
         stores = None if folder is None else []
+        tuning_stores = None if folder is None else []
         for f, path in enumerate(paths):
             store = None if folder is None else PartStore(folder, f"file{f}")
-            scans.append(scan_file(path, report, progress, jit=jit, parts=store))
+            tuning = None if folder is None else TuningStore(folder, f"file{f}")
+            scans.append(scan_file(path, report, progress, jit=jit, parts=store, tunings=tuning))
             if stores is not None:
                 stores.append(store)
+                tuning_stores.append(tuning)
             report.files.append(str(path))
         report.lines_read = sum(s.lines for s in scans)
-        compact = _assemble(scans, stores, folder, report)
+        compact = _assemble(scans, stores, folder, report, tuning_stores)
     report.records = len(compact)
     report.set_agreement(*compact.agreement())
     compact.meta["notes"] = list(dict.fromkeys(report.notes))
@@ -153,7 +167,7 @@ def _where(scans: list[FileScan], pos: int) -> str:
 
 
 def _assemble(scans: list[FileScan], stores: list[PartStore] | None, folder: Path | None,
-              report: IngestReport) -> CompactRows:
+              report: IngestReport, tuning_stores: list[TuningStore] | None = None) -> CompactRows:
     """Map the COLL lines (two passes over the chunks, :mod:`traces.formats.nccl.lines`), build the rows
     one process at a time, then TUNING, timestamps and metadata."""
     notes = report.notes
@@ -197,15 +211,18 @@ def _assemble(scans: list[FileScan], stores: list[PartStore] | None, folder: Pat
     members = C.comm_members(comms, ranks, world, world_size, notes)
 
     proc_code = {p: k for k, p in enumerate(mapped.processes)}
-    tunings = _tuning_columns(scans, proc_code, fixed)
+    # spilled: the TUNING records go to one file per process, read back with that process's rows
+    tunings = (_tuning_columns(scans, proc_code, fixed) if tuning_stores is None else
+               _spill_tunings(tuning_stores, proc_code, fixed, folder))
+    n_tunings = (len(tunings["pos"]) if tuning_stores is None else sum(len(t) for t in tuning_stores))
     stamps = [s.min_ts_us for s in scans if s.min_ts_us is not None]
     if folder is None:
         rows, comm_name = _rows(store, mapped, ranks, notes)
-        n_rows = len(rows)
+        n_rows = len(rows["pos"]) if rows else 0
         if n_rows:
             inst_proc = np.asarray(mapped.inst_proc, dtype=np.int64)
-            unmatched = apply_tuning(rows, inst_proc[rows["inst"].to_numpy()], tunings)
-            ts = rows["ts_us"].to_numpy()
+            unmatched = apply_tuning(rows, inst_proc[rows["inst"]], tunings)
+            ts = rows["ts_us"]
             if (ts != NO_TS).any():
                 stamps.append(int(ts[ts != NO_TS].min()))
             rows["t_start_s"] = np.where(ts == NO_TS, np.nan, (ts - (min(stamps) if stamps else 0)) / 1e6)
@@ -218,7 +235,7 @@ def _assemble(scans: list[FileScan], stores: list[PartStore] | None, folder: Pat
         n_rows = len(out)
         _finish_spilled(out, inferred, notes)
     if not n_rows:
-        unmatched = sum(len(s.tunings["line"]) for s in scans)
+        unmatched = n_tunings
         notes.append("no usable COLL lines (log with NCCL_DEBUG_SUBSYS=COLL to see collectives)")
     if unmatched:
         notes.append(f"{unmatched} TUNING line(s) matched no COLL line of their process")
@@ -236,7 +253,7 @@ def _assemble(scans: list[FileScan], stores: list[PartStore] | None, folder: Pat
             notes.append(f"several NCCL versions in the logs: {', '.join(versions)}")
     meta = new_metadata(world_size, members, "nccl-log", gpus_per_node=_gpus_per_node(instances), **extra)
     if folder is None:
-        return CompactRows(rows if n_rows else pd.DataFrame(), comm_name, *_host_dev(instances), _DT_NAME, meta)
+        return CompactRows(rows if n_rows else {}, comm_name, *_host_dev(instances), _DT_NAME, meta)
     out.meta = meta
     return out
 
@@ -247,24 +264,44 @@ def _host_dev(instances: list[C.Instance]) -> tuple[np.ndarray, np.ndarray]:
     return host, np.array([max(i.identity[2], -1) for i in instances], dtype=np.int64)
 
 
+def _tuning_part(f: int, t: dict[str, np.ndarray], proc_code: dict[tuple[str, int], int],
+                 fixed: dict[tuple[str, int], str]) -> dict[str, np.ndarray]:
+    """TUNING records of file ``f`` as columns, with ``pos`` and ``proc`` (process code, -1 when unknown)."""
+    # (host, pid) -> process code once per distinct pair (a few), not per line
+    codes = combined_codes(factorize(t["host"])[0], t["pid"])  # integer keys: no tuple per line
+    first = np.zeros(int(codes.max()) + 1, dtype=np.int64)
+    first[codes[::-1]] = np.arange(len(codes) - 1, -1, -1)
+    uniq = zip(t["host"][first].tolist(), t["pid"][first].tolist(), strict=True)
+    procs = np.array([proc_code.get((fixed.get(k, k[0]), int(k[1])), -1) for k in uniq], dtype=np.int64)
+    return {"pos": (np.int64(f) << C.POS_SHIFT) | t["line"], "proc": procs[codes], "op": t["op"],
+            "nbytes": t["nbytes"], "algo": t["algo"], "proto": t["proto"]}
+
+
+_TUNED = ("pos", "proc", "op", "nbytes", "algo", "proto")
+
+
 def _tuning_columns(scans: list[FileScan], proc_code: dict[tuple[str, int], int],
                     fixed: dict[tuple[str, int], str]) -> dict[str, np.ndarray]:
-    """All TUNING records as columns, with ``pos`` and ``proc`` (process code, -1 when unknown)."""
-    parts = []
-    for f, s in enumerate(scans):
-        t = s.tunings
-        if not len(t["line"]):
-            continue
-        # (host, pid) -> process code once per distinct pair (a few), not per line
-        codes = combined_codes(pd.factorize(t["host"])[0], t["pid"])  # integer keys: no tuple per line
-        first = np.zeros(int(codes.max()) + 1, dtype=np.int64)
-        first[codes[::-1]] = np.arange(len(codes) - 1, -1, -1)
-        uniq = zip(t["host"][first].tolist(), t["pid"][first].tolist(), strict=True)
-        procs = np.array([proc_code.get((fixed.get(k, k[0]), int(k[1])), -1) for k in uniq], dtype=np.int64)
-        parts.append({"pos": (np.int64(f) << C.POS_SHIFT) | t["line"], "proc": procs[codes], "op": t["op"],
-                      "nbytes": t["nbytes"], "algo": t["algo"], "proto": t["proto"]})
-    names = ("pos", "proc", "op", "nbytes", "algo", "proto")
-    return {k: np.concatenate([p[k] for p in parts]) if parts else np.empty(0) for k in names}
+    """All TUNING records as columns (:func:`_tuning_part`)."""
+    parts = [_tuning_part(f, s.tunings, proc_code, fixed) for f, s in enumerate(scans) if len(s.tunings["line"])]
+    return {k: np.concatenate([p[k] for p in parts]) if parts else np.empty(0) for k in _TUNED}
+
+
+def _spill_tunings(stores: list[TuningStore], proc_code: dict[tuple[str, int], int],
+                   fixed: dict[tuple[str, int], str], folder: Path) -> SpilledTunings:
+    """Replay each file's spilled TUNING records (a block at a time) into one file per process."""
+    text = {name: Codes() for name in ("op", "algo", "proto")}
+    by_proc = ProcessStore(folder, fields=_TUNED, name="tuning")
+    for f, store in enumerate(stores):
+        for t in store.chunks():
+            part = _tuning_part(f, t, proc_code, fixed)
+            for name, codes in text.items():
+                part[name] = codes.encode(part[name])
+            order = np.argsort(part["proc"], kind="stable")
+            cuts = np.flatnonzero(np.diff(part["proc"][order])) + 1
+            for idx in np.split(order, cuts):
+                by_proc.add(int(part["proc"][idx[0]]), part, idx)
+    return SpilledTunings(by_proc, text)
 
 
 def _host_order(host_first: dict[str, int], inits: list[dict[str, Any]]) -> dict[str, int]:
@@ -278,7 +315,7 @@ def _builder(mapped: Mapped, ranks: dict[tuple[str, int, int], int]
              ) -> tuple[Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]], np.ndarray, set[int]]:
     """The row builder of one process's lines, the comm name of each code, and the inferred comms' codes."""
     instances = mapped.instances
-    comm_code, comm_name = pd.factorize(np.array([i.comm for i in instances], dtype=object), use_na_sentinel=False)
+    comm_code, comm_name = factorize(np.array([i.comm for i in instances], dtype=object), na_sentinel=False)
     comm_name = np.asarray(comm_name, dtype=object)
     # Integer codes through the row steps; text only for the final rows (object columns are slow to take).
     grank = np.array([ranks[i.identity] for i in instances], dtype=np.int64)
@@ -302,8 +339,8 @@ def _builder(mapped: Mapped, ranks: dict[tuple[str, int, int], int]
 
 
 def _rows(store: ProcessStore, mapped: Mapped, ranks: dict[tuple[str, int, int], int],
-          notes: list[str]) -> tuple[pd.DataFrame, np.ndarray]:
-    """Trace rows (text still as codes) and the comm name of each code.
+          notes: list[str]) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """Trace rows as columns (text still as codes) and the comm name of each code.
 
     Rows are built one process at a time from its lines in ``store`` (every step of :func:`build_rows`
     stays inside one process: runs, groups and ``seq`` are per instance or rank), so the working set is one
@@ -311,7 +348,7 @@ def _rows(store: ProcessStore, mapped: Mapped, ranks: dict[tuple[str, int, int],
     """
     build, comm_name, inferred = _builder(mapped, ranks)
     if not mapped.rows:
-        return pd.DataFrame(), comm_name
+        return {}, comm_name
     parts = [build(store.take(p)) for p in store.processes()]
     joined = {k: np.concatenate([p.pop(k) for p in parts]) for k in list(parts[0])}
     del parts
@@ -321,11 +358,10 @@ def _rows(store: ProcessStore, mapped: Mapped, ranks: dict[tuple[str, int, int],
             joined[k] = joined[k][by]
         del by
     opc = joined.pop("opc", None)
-    rows = object_frame(joined)
-    del joined
-    if inferred and len(rows):
-        seq, done = align_on_opcount(rows["comm"].to_numpy(), rows["rank"].to_numpy(), rows["pos"].to_numpy(),
-                                     opc, rows["kind"].to_numpy() == COLL, rows["seq"].to_numpy(), inferred)
+    rows = joined
+    if inferred and len(rows["pos"]):
+        seq, done = align_on_opcount(rows["comm"], rows["rank"], rows["pos"], opc, rows["kind"] == COLL,
+                                     rows["seq"], inferred)
         rows["seq"] = seq
         if done:
             notes.append(f"seq of {len(done)} inferred communicator(s) aligned on opCount (members' logs start "
@@ -334,7 +370,7 @@ def _rows(store: ProcessStore, mapped: Mapped, ranks: dict[tuple[str, int, int],
 
 
 def _spilled_rows(store: ProcessStore, mapped: Mapped, ranks: dict[tuple[str, int, int], int], notes: list[str],
-                  tunings: dict[str, np.ndarray], folder: Path) -> tuple[RowStore, np.ndarray, set[int], int, int | None]:
+                  tunings: SpilledTunings, folder: Path) -> tuple[RowStore, np.ndarray, set[int], int, int | None]:
     """:func:`_rows` and the TUNING match of each process, its rows written to a :class:`RowStore`.
 
     Returns the store, comm names, inferred comm codes, TUNING lines matched by no row, and the earliest
@@ -343,16 +379,12 @@ def _spilled_rows(store: ProcessStore, mapped: Mapped, ranks: dict[tuple[str, in
     build, comm_name, inferred = _builder(mapped, ranks)
     rows = RowStore(folder)
     procs = store.processes()
-    order = np.argsort(tunings["proc"], kind="stable")
-    cuts = np.flatnonzero(np.diff(tunings["proc"][order])) + 1
-    by_proc = {int(tunings["proc"][idx[0]]): idx for idx in np.split(order, cuts) if len(idx)}
-    unmatched = sum(len(idx) for p, idx in by_proc.items() if p not in procs)
+    unmatched = tunings.unknown(procs)
     ts_min = None
     for p in procs:
         part = build(store.take(p))
-        idx = by_proc.get(p, np.empty(0, dtype=np.int64))
         part["algo"], part["proto"], missed = match_tuning(part, np.full(len(part["pos"]), p, dtype=np.int64),
-                                                            {k: v[idx] for k, v in tunings.items()})
+                                                            tunings.take(p))
         unmatched += missed
         ts = part["ts_us"][part["ts_us"] != NO_TS]
         if len(ts):
@@ -365,21 +397,31 @@ def _spilled_rows(store: ProcessStore, mapped: Mapped, ranks: dict[tuple[str, in
 def _finish_spilled(rows: SpilledRows, inferred: set[int], notes: list[str]) -> None:
     """The steps across processes on gathered columns: seq of inferred comms aligned on opCount, then each
     TUNING choice copied to the other members of its collective."""
-    if inferred and len(rows):
-        c = rows.gather(("comm", "rank", "pos", "opc", "kind", "seq"))
-        seq, done = align_on_opcount(c["comm"], c["rank"], c["pos"], c["opc"], c["kind"] == COLL, c["seq"], inferred)
-        del c
-        if done:
-            rows.patch("seq", seq)
-            notes.append(f"seq of {len(done)} inferred communicator(s) aligned on opCount (members' logs start "
-                         "at different collectives)")
-        del seq
-    if len(rows):
-        c = rows.gather(("kind", "comm", "seq", "algo", "proto"))
-        if (c["algo"] != 0).any():
+    done: list[int] = []
+    for code in sorted(inferred) if len(rows) else ():  # one inferred comm at a time (a gather of all rows grew)
+        c = rows.gather(("comm", "rank", "pos", "opc", "kind", "seq"), comm=code)
+        seq, aligned = align_on_opcount(c["comm"], c["rank"], c["pos"], c["opc"], c["kind"] == COLL, c["seq"], {code})
+        changed = np.flatnonzero(seq != c["seq"])
+        rows.patch_rows("seq", c["row"][changed], seq[changed])
+        done += aligned
+        del c, seq
+    if done:
+        notes.append(f"seq of {len(done)} inferred communicator(s) aligned on opCount (members' logs start "
+                     "at different collectives)")
+    # The TUNING copy is within one collective: one bucket of collectives at a time, only changed rows
+    # written back (a gather of every row grew with the file).
+    k = rows.buckets() if len(rows) else 0
+    for b in range(k):
+        c = rows.gather(("kind", "comm", "seq", "algo", "proto"), (b, k) if k > 1 else None)
+        if "row" not in c:
+            c["row"] = np.arange(len(rows), dtype=np.int64)
+        before = c["algo"].copy()
+        if (before != 0).any():
             copy_tuning(c["kind"] == COLL, c["comm"], c["seq"], c["algo"], c["proto"], unknown=0)
-            rows.patch("algo", c["algo"])
-            rows.patch("proto", c["proto"])
+            changed = np.flatnonzero(c["algo"] != before)
+            rows.patch_rows("algo", c["row"][changed], c["algo"][changed])
+            rows.patch_rows("proto", c["row"][changed], c["proto"][changed])
+        del c, before
 
 
 #: NCCL datatype code -> schema dtype name ("" for codes the schema lacks; such lines are skipped earlier).

@@ -3,8 +3,8 @@
 Input is one row per usable COLL line with its communicator already resolved, all integer columns (``pos``,
 ``inst``, ``rank``, ``comm`` (a code), ``op`` (a code into :data:`OP_NAMES`), ``kind``, ``opc``, ``count``,
 ``dt``, ``size``, ``root``, ``nranks``, ``ts_us``): text is only built for the final rows. All steps are
-vectorised with numpy/pandas except the per-group tuple of ``split_bytes`` and the TUNING walk over the
-(few) processes that print TUNING lines.
+vectorised with numpy (no pandas: ``simrun ingest`` never imports it) except the per-group tuple of
+``split_bytes`` and the TUNING walk over the (few) processes that print TUNING lines.
 """
 
 from __future__ import annotations
@@ -12,9 +12,12 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
+from traces.arrays import factorize
+from traces.lazy import lazy_module
 from traces.schema import ROOTED_OPS
+
+pd = lazy_module("pandas")  # first use imports it: `simrun ingest` of NCCL logs never does
 
 #: ``kind`` column: what ``seq`` counts (collectives per comm; Sends / Recvs per peer).
 COLL, SEND, RECV = 0, 1, 2
@@ -177,20 +180,21 @@ def _fold(g: Columns) -> tuple[Columns, list[tuple[int, ...]]]:
     return out, splits
 
 
-def apply_tuning(rows: pd.DataFrame, process: np.ndarray, tunings: dict[str, np.ndarray]) -> int:
-    """Set ``algo``/``proto`` from TUNING lines; return how many TUNING lines matched no COLL line.
+def apply_tuning(rows: Columns, process: np.ndarray, tunings: dict[str, np.ndarray]) -> int:
+    """Set ``algo``/``proto`` of ``rows`` (columns, in place) from TUNING lines; return how many TUNING lines
+    matched no COLL line.
 
     ``tunings`` holds equal-length columns ``pos``, ``proc`` (process code as in ``process``), ``op``
     (printed name or None), ``nbytes``, ``algo``, ``proto``. :func:`match_tuning`, then
     :func:`copy_tuning` over all rows.
     """
-    rows["algo"] = ""
-    rows["proto"] = ""
-    if not len(tunings["pos"]) or not len(rows):
+    n_rows = len(rows["pos"])
+    if not len(tunings["pos"]) or not n_rows:
+        rows["algo"] = np.full(n_rows, "", dtype=object)
+        rows["proto"] = np.full(n_rows, "", dtype=object)
         return len(tunings["pos"])
     algo, proto, unmatched = match_tuning(rows, process, tunings)
-    copy_tuning(rows["kind"].to_numpy() == COLL, pd.factorize(rows["comm"].to_numpy())[0].astype(np.int64),
-                rows["seq"].to_numpy(), algo, proto)
+    copy_tuning(rows["kind"] == COLL, factorize(rows["comm"])[0], rows["seq"], algo, proto)
     rows["algo"], rows["proto"] = algo, proto
     return unmatched
 

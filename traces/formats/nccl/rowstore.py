@@ -16,12 +16,15 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
-from traces.formats.nccl.output import CompactRows, disagreeing_codes, schema_frame
+from traces.arrays import Text, factorize
+from traces.formats.nccl.output import CompactRows, columns_frame, disagreeing_codes, schema_columns
 from traces.formats.nccl.records import NO_TS
 from traces.formats.nccl.rows import OP_CODE, OP_NAMES
 from traces.formats.nccl.spill import Codes
+from traces.lazy import lazy_module
+
+pd = lazy_module("pandas")  # first use imports it: `simrun ingest` of NCCL logs never does
 
 __all__ = ["BUCKET_ROWS", "ROW_FIELDS", "RowStore", "SpilledRows"]
 
@@ -61,7 +64,7 @@ class RowStore:
         matrix = np.empty((n, len(ROW_FIELDS)), dtype=np.int64)
         for name, j in _COL.items():
             if name == "op":
-                codes, names = pd.factorize(cols["op"])
+                codes, names = factorize(cols["op"])
                 matrix[:, j] = np.array([OP_CODE[x] for x in names], dtype=np.int64)[codes]
             elif name in self.text:
                 matrix[:, j] = self.text[name].encode(cols[name])
@@ -96,7 +99,7 @@ class SpilledRows(CompactRows):
 
     def __init__(self, store: RowStore, comm_name: np.ndarray, host: np.ndarray, device: np.ndarray,
                  dt_name: np.ndarray, meta: dict[str, Any], ts_base_us: int = 0):
-        super().__init__(pd.DataFrame(), comm_name, host, device, dt_name, meta)
+        super().__init__({}, comm_name, host, device, dt_name, meta)
         self.store = store
         self.ts_base_us = ts_base_us
         segs = [(int(r), k, int(a), int(f)) for k, p in enumerate(store.parts)
@@ -150,25 +153,30 @@ class SpilledRows(CompactRows):
                         offset=a * len(ROW_FIELDS) * 8).reshape(-1, len(ROW_FIELDS))
         return int(m[:, _COL["nsplit"]].sum())
 
-    def gather(self, names: tuple[str, ...], bucket: tuple[int, int] | None = None) -> dict[str, np.ndarray]:
+    def gather(self, names: tuple[str, ...], bucket: tuple[int, int] | None = None,
+               comm: int | None = None) -> dict[str, np.ndarray]:
         """Columns of all rows in the trace's order, one segment at a time (only these columns are held).
 
         ``bucket`` (b, k): only the rows whose collective (comm, seq) falls in bucket b of k (every row of a
-        collective, or of a Send/Recv key, is in one bucket); their trace row numbers are under ``"row"``.
+        collective, or of a Send/Recv key, is in one bucket); ``comm``: only the rows of that comm code. With
+        either, the rows' trace row numbers are under ``"row"``.
         """
         width = len(ROW_FIELDS)
         out: dict[str, list[np.ndarray]] = {name: [] for name in (*names, "row")}
         for j, (k, a, n, _) in enumerate(self.segments):
             m = np.fromfile(self.store.parts[k].path, dtype=np.int64, count=n * width,
                             offset=a * width * 8).reshape(-1, width)
-            if bucket is not None:
-                keep = _bucket_of(m[:, _COL["comm"]], m[:, _COL["seq"]], bucket[1]) == bucket[0]
+            if bucket is not None or comm is not None:
+                keep = (np.ones(len(m), dtype=bool) if bucket is None else
+                        _bucket_of(m[:, _COL["comm"]], m[:, _COL["seq"]], bucket[1]) == bucket[0])
+                if comm is not None:
+                    keep &= m[:, _COL["comm"]] == comm
                 m = m[keep]
                 out["row"].append(int(self.seg_first[j]) + np.flatnonzero(keep))
             for name in names:
                 out[name].append(m[:, _COL[name]].copy())
             del m
-        if bucket is None:
+        if bucket is None and comm is None:
             del out["row"]
         return {name: np.concatenate(v) if v else np.empty(0, dtype=np.int64) for name, v in out.items()}
 
@@ -185,6 +193,11 @@ class SpilledRows(CompactRows):
     def frame(self, start: int = 0, stop: int | None = None) -> pd.DataFrame:
         if not len(self):
             return super().frame()  # the empty trace
+        return columns_frame(self.columns(start, stop))
+
+    def columns(self, start: int = 0, stop: int | None = None) -> dict[str, np.ndarray]:
+        if not len(self):
+            return super().columns()  # no rows
         stop = len(self) if stop is None else min(stop, len(self))
         matrix, tuples = self._read(start, stop)
         n = len(matrix)
@@ -199,14 +212,14 @@ class SpilledRows(CompactRows):
         def column(name: str) -> np.ndarray:
             return derived[name] if name in derived else np.ascontiguousarray(matrix[:, _COL[name]])
 
-        return schema_frame(column, n, self.comm_name, self.host, self.device, self.dt_name)
+        return schema_columns(column, n, self.comm_name, self.host, self.device, self.dt_name)
 
     def blocks(self, block_rows: int | None = None):
         import traces.formats.nccl.output as output
 
         block_rows = block_rows or output.BLOCK_ROWS
         for start in range(0, max(len(self), 1), block_rows):
-            yield self.frame(start, start + block_rows)
+            yield self.columns(start, start + block_rows)
 
     def agreement(self) -> tuple[int, str]:
         """Collectives whose members disagree, and the first (:func:`disagreeing_codes`), one bucket of
@@ -262,12 +275,29 @@ class SpilledRows(CompactRows):
             self.store.save(k, m)
             del m
 
+    def patch_rows(self, name: str, rows: np.ndarray, values: np.ndarray) -> None:
+        """Set column ``name`` of some rows (``rows``: ascending trace row numbers), in place on disk: each
+        part is mapped and only its touched rows are written, so no part is read whole into memory."""
+        if not len(rows):
+            return
+        seg = np.searchsorted(self.seg_first, rows, side="right") - 1
+        part = np.array([s[0] for s in self.segments], dtype=np.int64)[seg]
+        start = np.array([s[1] for s in self.segments], dtype=np.int64)[seg]
+        at = start + rows - self.seg_first[seg]  # row inside its part's matrix
+        for k in np.unique(part).tolist():
+            mine = part == k
+            m = np.memmap(self.store.parts[k].path, dtype=np.int64, mode="r+",
+                          shape=(self.store.parts[k].rows, len(ROW_FIELDS)))
+            m[at[mine], _COL[name]] = values[mine]
+            m.flush()
+            del m
+
     def all_nan(self, name: str) -> bool:
         if name == "duration_s":
             return True
         if name == "t_start_s":
             return not len(self) or bool((self.gather(("ts_us",))["ts_us"] == NO_TS).all())
-        return bool(self.frame()[name].isna().all())
+        return bool(np.isnan(self.columns()[name]).all())
 
     def n_ranks(self) -> int:
         return len(self.segments)
@@ -275,15 +305,13 @@ class SpilledRows(CompactRows):
     def split_lengths(self) -> np.ndarray:
         return self.gather(("nsplit",))["nsplit"]
 
-    def light(self) -> pd.DataFrame:
+    def light(self) -> dict[str, np.ndarray]:
         return self._light(self.gather(("comm", "rank", "seq", "op", "count", "dt", "bytes", "root", "nranks")))
 
-    def _light(self, c: dict[str, np.ndarray]) -> pd.DataFrame:
-        return pd.DataFrame({
-            "comm": pd.Series(self.comm_name[c.pop("comm")], dtype=object), "rank": c.pop("rank"),
-            "seq": c.pop("seq"), "op": pd.Series(OP_NAMES[c.pop("op")], dtype=object), "count": c.pop("count"),
-            "dtype": pd.Series(self.dt_name[c.pop("dt")], dtype=object), "bytes": c.pop("bytes"),
-            "root": c.pop("root"), "nranks": c.pop("nranks")})
+    def _light(self, c: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        return {"comm": Text(c.pop("comm"), self.comm_name), "rank": c.pop("rank"), "seq": c.pop("seq"),
+                "op": Text(c.pop("op"), OP_NAMES), "count": c.pop("count"), "dtype": Text(c.pop("dt"), self.dt_name),
+                "bytes": c.pop("bytes"), "root": c.pop("root"), "nranks": c.pop("nranks")}
 
 
 def _bucket_of(comm: np.ndarray, seq: np.ndarray, k: int) -> np.ndarray:

@@ -24,8 +24,8 @@ from types import ModuleType
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
+from traces.arrays import factorize, unique
 from traces.formats.files import compression_of, open_binary
 from traces.formats.nccl import kernel_aot
 from traces.formats.nccl import kernel_numpy as F
@@ -46,7 +46,10 @@ from traces.formats.nccl.records import (  # noqa: F401 - re-exported: the scans
     recover_torn,
 )
 from traces.ingest_report import IngestReport
+from traces.lazy import lazy_module
 from traces.schema import TraceError
+
+pd = lazy_module("pandas")  # first use imports it: `simrun ingest` of NCCL logs never does
 
 #: What reading (and decompressing) a file can raise.
 _READ_ERRORS = (OSError, EOFError, zlib.error, lzma.LZMAError)
@@ -159,7 +162,7 @@ def _import_kernel() -> None:
 
 
 def scan_file(path: Path, report: IngestReport, progress: Callable[[float], Any] | None = None,
-              jit: bool = False, parts: Any = None) -> FileScan:
+              jit: bool = False, parts: Any = None, tunings: Any = None) -> FileScan:
     """Read one NCCL log file.
 
     Parameters
@@ -176,6 +179,9 @@ def scan_file(path: Path, report: IngestReport, progress: Callable[[float], Any]
     parts : list-like, optional
         Sink of the chunks' COLL column parts (``append``; ``parts[-1]`` reads the last one back), such as
         a :class:`traces.formats.nccl.spill.PartStore`; ``scan.coll`` then joins what it iterates over.
+    tunings : list-like, optional
+        Sink of the TUNING records' parts (``append``), such as a
+        :class:`traces.formats.nccl.spill.TuningStore`; ``scan.tunings`` then joins what it iterates over.
 
     Returns
     -------
@@ -194,7 +200,7 @@ def scan_file(path: Path, report: IngestReport, progress: Callable[[float], Any]
     except _READ_ERRORS as exc:
         raise TraceError(f"{path}: cannot read ({getattr(exc, 'strerror', None) or exc})") from None
     if compressed:  # one stream, no byte ranges; progress in compressed bytes, once read
-        scan, skips = _scan_range(str(path), 0, -1, None, jit, parts)
+        scan, skips = _scan_range(str(path), 0, -1, None, jit, parts, tunings)
         if progress is not None:
             progress(size)
         return _merge(str(path), [(scan, skips)], report)
@@ -212,8 +218,11 @@ def scan_file(path: Path, report: IngestReport, progress: Callable[[float], Any]
         if parts is not None:  # the ranges' columns, joined, go to the sink too
             parts.append(out.coll)
             out.coll = {name: v[:0] for name, v in out.coll.items()}
+        if tunings is not None:
+            tunings.append(out.tunings)
+            out.tunings = {name: v[:0] for name, v in out.tunings.items()}
         return out
-    scan, skips = _scan_range(str(path), 0, size, progress, jit, parts)
+    scan, skips = _scan_range(str(path), 0, size, progress, jit, parts, tunings)
     return _merge(str(path), [(scan, skips)], report)
 
 
@@ -230,7 +239,8 @@ def _ranges(path: Path, size: int, n: int) -> list[tuple[int, int]]:
 
 
 def _scan_range(path: str, begin: int, end: int, progress: Callable[[float], Any] | None = None,
-                jit: bool = False, parts: Any = None) -> tuple[FileScan, list[tuple[str, int, int]]]:
+                jit: bool = False, parts: Any = None, tunings: Any = None
+                ) -> tuple[FileScan, list[tuple[str, int, int]]]:
     """Scan bytes [begin, end) of a file (cut at line starts; ``end`` < 0: the whole decompressed stream of a
     compressed file); line numbers count from the range start.
 
@@ -239,6 +249,8 @@ def _scan_range(path: str, begin: int, end: int, progress: Callable[[float], Any
     scan = FileScan(path=path, coll={})
     report = IngestReport()
     parts = [] if parts is None else parts  # a sink of scan_file's, or joined below
+    if tunings is not None:
+        scan.tuning_parts = tunings  # likewise for the TUNING records
     line_base = 0
     try:
         with (open_binary(Path(path)) if end < 0 else open(path, "rb")) as handle:
@@ -294,7 +306,7 @@ def _scan_range_coded(path: str, begin: int, end: int, jit: bool = False
     values, which pickle far faster than one Python string per row."""
     scan, skips = _scan_range(path, begin, end, jit=jit)
     for name in _TEXT_FIELDS:
-        codes, uniq = pd.factorize(scan.coll[name])
+        codes, uniq = factorize(scan.coll[name])
         scan.coll[name] = (codes.astype(np.int32), list(uniq))
     return scan, skips
 
@@ -364,7 +376,7 @@ def _scan_chunk(buf: bytes, line_base: int, scan: FileScan, parts: list, report:
             parts.append(part)
         if len(inter):
             consumed, rest = recover_torn(inter.tolist(), lambda k: ch.line_text(k) if k < len(ch.ends) else None,
-                                          pd.unique(cols["host"][ok]), line_base, scan, slow, report)
+                                          unique(cols["host"][ok]), line_base, scan, slow, report)
         for i in np.unique(cols["line"][~ok]).tolist():
             if i in consumed:
                 continue

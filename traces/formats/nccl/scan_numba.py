@@ -13,8 +13,8 @@ from types import ModuleType
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
+from traces.arrays import factorize, unique
 from traces.formats.nccl import kernel_cols as J
 from traces.formats.nccl import layout as L
 from traces.formats.nccl import torn as T
@@ -30,6 +30,9 @@ from traces.formats.nccl.records import (
     recover_torn,
 )
 from traces.ingest_report import IngestReport
+from traces.lazy import lazy_module
+
+pd = lazy_module("pandas")  # first use imports it: `simrun ingest` of NCCL logs never does
 
 #: Threads running the compiled kernel ahead of the thread that builds the columns (it releases the GIL).
 KERNEL_THREADS = 2
@@ -96,7 +99,7 @@ def _columns(buf: bytes, kernel_out: tuple, line_base: int, scan: FileScan, part
     ok = coll[:, J.C_OK] == 1
     if ok.any():
         c, words = coll[ok], u64[ok]
-        ccodes, comms = pd.factorize(words[:, 1])
+        ccodes, comms = factorize(words[:, 1])
         parts.append({
             "line": c[:, J.C_LINE] + line_base + 1,
             "host": _text_column(kernel, a, buf, c[:, J.C_HS], c[:, J.C_HE]), "pid": c[:, J.C_PID].copy(),
@@ -116,7 +119,7 @@ def _columns(buf: bytes, kernel_out: tuple, line_base: int, scan: FileScan, part
     rest: dict[int, int] = {}
     if inter and len(cand):
         text_of = _line_reader(buf)
-        hosts = pd.unique(parts[-1]["host"]) if ok.any() else ()
+        hosts = unique(parts[-1]["host"]) if ok.any() else ()
         consumed, rest = recover_torn(sorted(set(inter)), text_of, hosts, line_base, scan, slow, report)
     for line, ls, le in bad.tolist():
         if line in consumed:

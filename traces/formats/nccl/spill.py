@@ -21,14 +21,17 @@ from typing import Any
 
 import numpy as np
 
-from traces.formats.nccl.records import COLL_FIELDS, INT_FIELDS
+from traces.formats.nccl.records import COLL_FIELDS, INT_FIELDS, TUNING_FIELDS, TUNING_INT
 
-__all__ = ["PROCESS_FIELDS", "SPILL_BYTES", "Codes", "PartStore", "ProcessStore", "hand_over", "should_spill", "spill_folder"]
+__all__ = ["PROCESS_FIELDS", "SPILL_BYTES", "TUNING_BLOCK", "Codes", "PartStore", "ProcessStore", "SpilledTunings",
+           "TuningStore", "hand_over", "should_spill", "spill_folder"]
 
 #: Inputs of at least this many bytes (compressed files counted at ``COMPRESSED_RATIO`` times their size)
 #: spill their per-line data to disk. Below it, the in-memory passes peak under the memory budget
 #: (~500 MiB: ~1.1 MiB of peak per MB of log, measured). Tests set 0 to run the spilled passes on samples.
 SPILL_BYTES = 160 << 20
+#: TUNING records a :class:`TuningStore` holds before it writes them as one block.
+TUNING_BLOCK = 1 << 16
 COMPRESSED_RATIO = 10
 
 #: Stored COLL columns (``tid`` is never read after the scan).
@@ -88,9 +91,9 @@ class Codes:
         self._table: np.ndarray | None = None
 
     def encode(self, column: np.ndarray) -> np.ndarray:
-        import pandas as pd
+        from traces.arrays import factorize
 
-        codes, uniq = pd.factorize(column, use_na_sentinel=False)
+        codes, uniq = factorize(column, na_sentinel=False)
         local = np.array([self._code_of(v) for v in uniq], dtype=np.int64)
         return local[codes] if len(codes) else np.empty(0, dtype=np.int64)
 
@@ -173,12 +176,75 @@ class PartStore:
                 del matrix
 
 
+class TuningStore:
+    """The scan's sink for one file's TUNING records (``append`` of column parts, as ``FileScan.tuning_parts``),
+    spilled to ``folder`` in blocks of :data:`TUNING_BLOCK` records (the per-line parser appends one record a
+    part); iteration is empty, so the scan's own TUNING columns come back empty and :meth:`chunks` replays
+    them. ``len`` is the number of records."""
+
+    def __init__(self, folder: Path, name: str):
+        self.path = folder / f"{name}.tuning"
+        self.path.write_bytes(b"")
+        self.rows = 0
+        self._lengths: list[int] = []
+        self._pending: list[dict[str, Any]] = []
+        self._pending_rows = 0
+        self._codes = {name: Codes() for name in TUNING_FIELDS if name not in TUNING_INT}
+
+    def append(self, part: dict[str, Any]) -> None:
+        n = len(part["line"])
+        if not n:
+            return
+        self._pending.append(part)
+        self._pending_rows += n
+        self.rows += n
+        if self._pending_rows >= TUNING_BLOCK:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write the records appended since the last flush as one block."""
+        if not self._pending_rows:
+            return
+        n = self._pending_rows
+        matrix = np.empty((n, len(TUNING_FIELDS)), dtype=np.int64)
+        for k, name in enumerate(TUNING_FIELDS):
+            if name in self._codes:
+                column = np.empty(n, dtype=object)
+                column[:] = [v for p in self._pending for v in p[name]]
+                matrix[:, k] = self._codes[name].encode(column)
+            else:
+                matrix[:, k] = np.concatenate([np.asarray(p[name], dtype=np.int64) for p in self._pending])
+        with open(self.path, "ab") as handle:
+            matrix.tofile(handle)
+        self._lengths.append(n)
+        self._pending, self._pending_rows = [], 0
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        return iter(())  # nothing for the scan to join: the records are here
+
+    def __len__(self) -> int:
+        return self.rows
+
+    def chunks(self) -> Iterator[dict[str, np.ndarray]]:
+        """The records in the order they came, as ``FileScan.tunings`` columns, one block at a time."""
+        self.flush()
+        width = len(TUNING_FIELDS)
+        with open(self.path, "rb") as handle:
+            for n in self._lengths:
+                matrix = np.fromfile(handle, dtype=np.int64, count=n * width).reshape(n, width)
+                yield {name: (self._codes[name].decode(matrix[:, k]) if name in self._codes else matrix[:, k])
+                       for k, name in enumerate(TUNING_FIELDS)}
+                del matrix
+
+
 class ProcessStore:
     """Usable COLL lines grouped by process, in the order they are added (:data:`PROCESS_FIELDS`), held in
     memory or (``folder`` given) appended to one file per process."""
 
-    def __init__(self, folder: Path | None):
+    def __init__(self, folder: Path | None, fields: tuple[str, ...] = PROCESS_FIELDS, name: str = "proc"):
         self.folder = folder
+        self.fields = fields  # int64 columns
+        self.name = name  # file names: several stores may share one folder
         self._parts: dict[Any, list[tuple[dict[str, np.ndarray], np.ndarray | None]]] = {}
         self._files: dict[Any, Path] = {}
 
@@ -190,10 +256,10 @@ class ProcessStore:
             return
         path = self._files.get(proc)
         if path is None:
-            path = self._files[proc] = self.folder / f"proc{len(self._files)}.lines"
+            path = self._files[proc] = self.folder / f"{self.name}{len(self._files)}.lines"
         with open(path, "ab") as handle:
             np.column_stack([np.asarray(columns[k] if rows is None else columns[k][rows], dtype=np.int64)
-                             for k in PROCESS_FIELDS]).tofile(handle)
+                             for k in self.fields]).tofile(handle)
 
     def processes(self) -> list[Any]:
         return list(self._files if self.folder is not None else self._parts)
@@ -204,8 +270,29 @@ class ProcessStore:
             parts = [{k: v if rows is None else v[rows] for k, v in cols.items()} for cols, rows in self._parts.pop(proc)]
             if len(parts) == 1:
                 return parts[0]
-            return {k: np.concatenate([p[k] for p in parts]) for k in PROCESS_FIELDS}
+            return {k: np.concatenate([p[k] for p in parts]) for k in self.fields}
         path = self._files.pop(proc)
-        matrix = np.fromfile(path, dtype=np.int64).reshape(-1, len(PROCESS_FIELDS))
+        matrix = np.fromfile(path, dtype=np.int64).reshape(-1, len(self.fields))
         path.unlink()
-        return {k: np.ascontiguousarray(matrix[:, j]) for j, k in enumerate(PROCESS_FIELDS)}
+        return {k: np.ascontiguousarray(matrix[:, j]) for j, k in enumerate(self.fields)}
+
+
+class SpilledTunings:
+    """TUNING records of a spilled ingest, one file per process (``traces.formats.nccl.reader``); text as codes."""
+
+    def __init__(self, store: ProcessStore, text: dict[str, Codes]):
+        self.store, self.text = store, text
+
+    def take(self, proc: int) -> dict[str, np.ndarray]:
+        """The records of one process (in file and line order), text decoded; none when it has none."""
+        if proc not in self.store.processes():
+            return {k: np.empty(0, dtype=np.int64 if k in ("pos", "proc", "nbytes") else object)
+                    for k in self.store.fields}
+        cols = self.store.take(proc)
+        for name, codes in self.text.items():
+            cols[name] = codes.decode(cols[name])
+        return cols
+
+    def unknown(self, known: list[int]) -> int:
+        """Records of processes not in ``known`` (their lines gave no rows), or of no known process."""
+        return sum(len(self.take(p)["pos"]) for p in self.store.processes() if p not in known)

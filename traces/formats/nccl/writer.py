@@ -19,10 +19,12 @@ import re
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
 from traces.atomic import atomic_output, safe_file_name, short_repr
+from traces.lazy import lazy_module
 from traces.schema import DTYPE_BYTES, NCCL_DTYPE_VALUES, P2P_OPS, ROOTED_OPS, TraceError, validate
+
+pd = lazy_module("pandas")  # first use imports it: `simrun ingest` of NCCL logs never does
 
 #: Version printed in the banner: the newest format feature written (``AlltoAll`` lines) is 2.28's.
 BANNER_VERSION = "2.28.3+cuda12.9"

@@ -235,3 +235,37 @@ def test_spilled_rows_stream_and_check_as_in_memory(tmp_path: Path, monkeypatch)
     (want, a), (got, b) = run([bad], False, tmp_path / "m.parquet"), run([bad], True, tmp_path / "s.parquet")
     assert want[2]["disagreeing_example"] and got[1:] == want[1:]
     assert a == b and "field 'count'" in b
+
+
+def test_spilled_tuning_copy_and_seq_alignment_by_bucket(tmp_path: Path, monkeypatch) -> None:
+    # The spilled steps across processes work a bucket of collectives (TUNING copy) or one inferred comm
+    # (seq aligned on opCount) at a time and write back only the rows they change: buckets of 3 rows here,
+    # a log without Init lines (the comm is inferred) whose rank 1 starts one collective late (aligned), with
+    # TUNING lines on rank 0 only (copied to rank 1).
+    import traces.formats.nccl.rowstore as rowstore
+    import traces.formats.nccl.spill as spill
+
+    lines = []
+    for r in range(2):
+        p = PRE.format(pid=10 + r, dev=r)
+        for k, count in enumerate([4, 8, 16, 32, 64, 128]):
+            if r == 1 and k == 0:
+                continue  # this member's log starts at the second collective
+            lines.append(f"{p}AllReduce: opCount {k:x} sendbuff 0x1 recvbuff 0x2 count {count} datatype 7 op 0 "
+                         f"root 0 comm 0x{r + 5:x} [nranks=2] stream 0x3")
+            if r == 0:
+                lines.append(f"{p}AllReduce: {count * 4} Bytes -> Algo RING proto {('LL', 'SIMPLE')[k % 2]} "
+                             "channel{Lo..Hi}={0..1}")
+    log = tmp_path / "cut.log"
+    log.write_text("\n".join(lines) + "\n")
+    monkeypatch.setattr(rowstore, "BUCKET_ROWS", 3)
+    results = []
+    for spilled in (False, True):
+        monkeypatch.setattr(spill, "SPILL_BYTES", 0 if spilled else 1 << 40)
+        results.append(_read_all([log]))
+    (want, want_meta, want_report), (got, got_meta, got_report) = results
+    pd.testing.assert_frame_equal(got, want)
+    assert (got_meta, got_report) == (want_meta, want_report)
+    assert sorted(got.loc[got["rank"] == got["rank"].max(), "seq"]) == [1, 2, 3, 4, 5]  # aligned on opCount
+    assert (got["algo"] == "RING").all() and set(got["proto"]) == {"LL", "SIMPLE"}  # copied to the other rank
+    assert any("aligned on opCount" in n for n in got_meta["collsim"]["notes"])
