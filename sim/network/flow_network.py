@@ -348,7 +348,7 @@ class FlowNetwork:
 
     # ----------------------------------------------------------------- internals
     def _dense_groups(self, group, n: int) -> np.ndarray:
-        """Dense group index of each of ``n`` new flows."""
+        """Dense group index of each of ``n`` new flows (the batching budget is kept per group)."""
         if group is None:
             key = self._groups.setdefault(None, len(self._groups))
             dense = np.full(n, key, dtype=np.int64)

@@ -379,21 +379,23 @@ def test_completion_quantile_stays_within_documented_error_of_exact():
 
 
 def test_batched_completions_hold_rates_until_the_batch_end():
-    # ten flows of 1..10 B on one 1 B/s link, q = 0.5: the first jump goes to the 6th predicted finish (60 s)
-    # at 0.1 B/s each, flows 1-5 ending inside it; then 4 flows at 0.25 B/s jump to the 3rd finish (72 s);
-    # the last byte of flow 10 then goes alone at 1 B/s. Load is above 90 % only before the first early
-    # finish of each jump. The statistics see each jump as one stretch at its mean rate: [0, 60) moves 45 B
-    # (0.75 B/s), [60, 72) 9 B (0.75 B/s), [72, 73) 1 B: above 90 % for the last second only.
-    sizes = np.arange(1.0, 11.0)
-    net = run([[0]] * 10, sizes, np.zeros(10), [1.0], q=0.5, bin_s=5.0)
-    np.testing.assert_allclose(net.finish_s, [10, 20, 30, 40, 50, 60, 64, 68, 72, 73], rtol=1e-12)
-    assert net.busy_above_90_s[0] == pytest.approx(1.0, rel=1e-12)
-    assert net.link_bytes[0] == pytest.approx(55.0, rel=1e-12)
+    # flows of 2, 3 and 10 B on one 1 B/s link, q = 0.5 (3 flows in flight: floor(1.5) = 1, so the group
+    # may hold): at 1/3 B/s they would finish at 6, 9 and 30 s. Holding the first until 9 s costs
+    # 1/3 x 3 = 1 byte-s, within 0.5 x (2 + 3) bytes finished; holding both until 30 s would not: the
+    # batch ends at 9 s. Flow 3 then goes alone at 1 B/s: 7 B left, 16 s. Exact: 6, 8, 15 (each late by
+    # what was held, 1 byte-s / 1 B/s). The statistics see [0, 9) as one stretch of 8 B (8/9 B/s, below
+    # 90 %), then [9, 16) at 1 B/s: above 90 % for 7 s.
+    sizes = np.array([2.0, 3.0, 10.0])
+    net = run([[0]] * 3, sizes, np.zeros(3), [1.0], q=0.5, bin_s=3.0)
+    np.testing.assert_allclose(net.finish_s, [6.0, 9.0, 16.0], rtol=1e-12)
+    assert net.busy_above_90_s[0] == pytest.approx(7.0, rel=1e-12)
+    assert net.link_bytes[0] == pytest.approx(15.0, rel=1e-12)
     starts, per_bin = net.binned_link_bytes()
-    np.testing.assert_allclose(per_bin[:12, 0], 3.75, rtol=1e-12)          # 0.75 B/s over [0, 60)
-    np.testing.assert_allclose(per_bin[:, 0].sum(), 55.0, rtol=1e-12)
-    exact = run([[0]] * 10, sizes, np.zeros(10), [1.0])
-    assert np.nanmax(exact.finish_s) == pytest.approx(55.0) and exact.busy_above_90_s[0] == pytest.approx(55.0)
+    np.testing.assert_allclose(per_bin[:3, 0], 8.0 / 3.0, rtol=1e-12)          # 8/9 B/s over [0, 9)
+    np.testing.assert_allclose(per_bin[:, 0].sum(), 15.0, rtol=1e-12)
+    exact = run([[0]] * 3, sizes, np.zeros(3), [1.0])
+    np.testing.assert_allclose(exact.finish_s, [6.0, 8.0, 15.0], rtol=1e-12)
+    assert exact.busy_above_90_s[0] == pytest.approx(15.0)
 
 
 # ----------------------------------------------------------------------------- bad input
