@@ -14,11 +14,11 @@ same order, so both give the same bits, tested):
     re-solve the live slots whose rate is ``>= theta`` (all of them, with a fresh load, when that is
     every slot) on the capacity the others leave (weighted max-min); update their bytes left, rates,
     predicted finishes and the link loads. Returns ``(slots solved, water-filling passes)``.
-``next_event(live, q)``
+``next_event(live, q, now_s)``
     the time of the next batch end: with ``q = 0`` the earliest predicted finish; with ``q > 0`` the
     latest predicted finish such that, for every group, what its finished flows hold (rate x time from
     their last byte to the batch end, summed with what they held before) stays at most ``q`` times the
-    bytes of its finished flows, at any time up to the batch end (:func:`batch_end`).
+    bytes the group has sent by ``now_s``, at any time up to the batch end (:func:`batch_end`).
 ``solve_next(live, theta, now_s, capacity, q)``
     ``solve`` then ``next_event`` (one compiled call): ``(slots solved, passes, next batch end)``.
 """
@@ -79,7 +79,6 @@ def step_numpy(live: LiveFlows, target_s: float, slack_s: float, dt_s: float, li
     # the batching budget of their groups: what they held after their last byte, and their bytes
     g = live.group[fin]
     np.add.at(live.group_held, g, (rate * w) * (target_s - end))
-    np.add.at(live.group_done, g, w * live.size[fin])
     np.add.at(live.group_live, g, -w)
     order = np.argsort(end, kind="stable")
     live.slot_buf[:n] = fin[order]
@@ -141,20 +140,20 @@ def _resolve_numpy(live: LiveFlows, cand: np.ndarray, full: bool, now_s: float, 
     return iterations
 
 
-def batch_end(pred_s: np.ndarray, rate_w: np.ndarray, bytes_w: np.ndarray, group: np.ndarray,
-              held: np.ndarray, done: np.ndarray, in_flight: np.ndarray, q: float) -> float:
+def batch_end(pred_s: np.ndarray, rate_w: np.ndarray, group: np.ndarray, held: np.ndarray, sent: np.ndarray,
+              in_flight: np.ndarray, q: float) -> float:
     """The latest batch end the groups' budgets allow, for live flows in finishing order.
 
     Parameters
     ----------
     pred_s : ndarray, shape (n,)
         Predicted finishes, increasing (ties in slot order), all finite.
-    rate_w, bytes_w : ndarray, shape (n,)
-        Rate x weight and bytes x weight of each.
+    rate_w : ndarray, shape (n,)
+        Rate x weight of each.
     group : ndarray of int, shape (n,)
         Dense group of each.
-    held, done, in_flight : ndarray, per group
-        Capacity-time held and bytes finished by the group's earlier flows; its flows in flight. A group
+    held, sent, in_flight : ndarray, per group
+        Capacity-time held by the group's finished flows; bytes it has sent; its flows in flight. A group
         of fewer than ``1 / q`` flows in flight holds nothing (its deadline is its first finish).
     q : float
 
@@ -163,18 +162,18 @@ def batch_end(pred_s: np.ndarray, rate_w: np.ndarray, bytes_w: np.ndarray, group
     float
         ``pred_s[j - 1]`` for the first ``j`` such that ``pred_s[j]`` is later than the deadline of a
         group with a flow among the first ``j``; ``pred_s[-1]`` if there is none. A group's deadline,
-        with finishers ``F`` so far, is the latest ``T`` with ``held + sum_F rate_w (T - pred) <= q (done +
-        sum_F bytes_w)``, so holding them up to any time before the next finisher keeps the budget (for a
-        group of fewer than ``1 / q`` flows: its first finish).
+        with finishers ``F`` so far, is the latest ``T`` with ``held + sum_F rate_w (T - pred) <= q sent``,
+        so holding them up to any time before the next finisher keeps the budget (for a group of fewer
+        than ``1 / q`` flows: its first finish).
 
     Examples
     --------
-    One group of 100 flows in flight: 100 bytes at 1 B/s finish at 100 s; the next at 101 s holds the
-    first 1 s (1 byte-s, within 0.01 x 100): one batch; holding both to a third at 103 s (3 + 2 byte-s)
-    is more than 0.01 x 200 allows. With 99 flows in flight (fewer than 1 / q) nothing is held:
+    One group of 100 flows in flight that has sent 200 bytes: flows at 1 B/s finish at 100, 101 and 103
+    s; holding the first until 101 s costs 1 byte-s (within 0.01 x 200); holding both to 103 s (3 + 2
+    byte-s) would not be. With 99 flows in flight (fewer than 1 / q) nothing is held:
 
-    >>> one, p = np.ones(3), np.array([100.0, 101.0, 103.0])
-    >>> args = (one, np.full(3, 100.0), np.zeros(3, int), np.zeros(1), np.zeros(1))
+    >>> p = np.array([100.0, 101.0, 103.0])
+    >>> args = (np.ones(3), np.zeros(3, int), np.zeros(1), np.array([200.0]))
     >>> batch_end(p, *args, np.array([100.0]), 0.01), batch_end(p, *args, np.array([99.0]), 0.01)
     (101.0, 100.0)
     """
@@ -186,10 +185,8 @@ def batch_end(pred_s: np.ndarray, rate_w: np.ndarray, bytes_w: np.ndarray, group
     start = np.flatnonzero(first)
     a = _segment_cumsum(rate_w[order], start, seg)
     b = _segment_cumsum(rate_w[order] * pred_s[order], start, seg)
-    c = _segment_cumsum(bytes_w[order], start, seg)
     deadline = np.empty(n)
-    deadline[order] = np.where(np.floor(q * in_flight[g]) == 0.0, pred_s[order],
-                               (q * (done[g] + c) - held[g] + b) / a)
+    deadline[order] = np.where(np.floor(q * in_flight[g]) == 0.0, pred_s[order], (q * sent[g] - held[g] + b) / a)
     nxt = np.full(n, n, dtype=np.int64)              # the group's next candidate (its checks end there)
     last = np.r_[g[1:] != g[:-1], True]
     nxt[order[~last]] = order[1:][~last[:-1]]
@@ -209,20 +206,20 @@ def _segment_cumsum(x: np.ndarray, start: np.ndarray, seg: np.ndarray) -> np.nda
     return out
 
 
-def next_event_numpy(live: LiveFlows, q: float) -> float:
+def next_event_numpy(live: LiveFlows, q: float, now_s: float = 0.0) -> float:
     """The next batch end of the module docstring, in numpy.
 
     Examples
     --------
-    Two flows of 1 byte at 1 B/s finishing at 1 and 1.5 s: exact, or q = 0.01 (holding the first 0.5 s
-    would take 0.5 byte-s of a budget of 0.01 x 1 byte): both 1 s; q = 0.5 allows it:
+    Two slots of 10 flows each, of 2 and 2.5 bytes at 1 B/s since 0 s, at 1 s (20 bytes sent): holding
+    the first slot from 2 s to 2.5 s costs 10 x 0.5 = 5 byte-s: more than q = 0.1 of 20 bytes, within 0.5:
 
     >>> live = LiveFlows(1)
-    >>> _ = live.append(np.zeros((2, 1), int), np.ones(2, int), np.ones(2), 0.0, np.ones(2), np.zeros(2, int),
-    ...                 np.arange(2))
-    >>> live.rate[:2], live.pred[:2] = 1.0, [1.0, 1.5]
-    >>> next_event_numpy(live, 0.0), next_event_numpy(live, 0.01), next_event_numpy(live, 0.5)
-    (1.0, 1.0, 1.5)
+    >>> _ = live.append(np.zeros((2, 1), int), np.ones(2, int), np.array([2.0, 2.5]), 0.0, np.full(2, 10.0),
+    ...                 np.zeros(2, int), np.arange(2))
+    >>> live.rate[:2], live.pred[:2] = 1.0, [2.0, 2.5]
+    >>> [next_event_numpy(live, q, 1.0) for q in (0.0, 0.1, 0.5)]
+    [2.0, 2.0, 2.5]
     """
     idx = live.live_slots()
     if not idx.size:
@@ -237,16 +234,18 @@ def next_event_numpy(live: LiveFlows, q: float) -> float:
     if finite == 0:
         return math.inf
     s, p = s[:finite], p[:finite]
-    w = live.w[s]
-    return batch_end(p, live.rate[s] * w, live.size[s] * w, live.group[s], live.group_held,
-                     live.group_done, live.group_live, q)
+    # bytes each group has sent by now: all its bytes less what its flows in flight have left (in slot order)
+    left = np.zeros(live.group_added.size)
+    np.add.at(left, live.group[idx], live.w[idx] * (live.rem0[idx] - live.rate[idx] * (now_s - live.t0[idx])))
+    sent = live.group_added - left
+    return batch_end(p, live.rate[s] * live.w[s], live.group[s], live.group_held, sent, live.group_live, q)
 
 
 def solve_next_numpy(live: LiveFlows, theta: float, now_s: float, capacity: np.ndarray, q: float
                      ) -> tuple[int, int, float]:
     """:func:`solve_numpy`, then :func:`next_event_numpy`."""
     solved, iterations = solve_numpy(live, theta, now_s, capacity)
-    return solved, iterations, next_event_numpy(live, q)
+    return solved, iterations, next_event_numpy(live, q, now_s)
 
 
 _BACKEND: dict[str, Any] = {}

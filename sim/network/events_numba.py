@@ -45,9 +45,9 @@ def solve(live: LiveFlows, theta: float, now_s: float, capacity: np.ndarray) -> 
     return int(n), int(iterations)
 
 
-def next_event(live: LiveFlows, q: float) -> float:
+def next_event(live: LiveFlows, q: float, now_s: float = 0.0) -> float:
     """:func:`sim.network.events.next_event_numpy`, compiled (the same float operations: the same time)."""
-    return float(_next_event_kernel(q, live.hi, live.alive, live.fcols, live.icols, live.gf, live.gi))
+    return float(_next_event_kernel(q, now_s, live.hi, live.alive, live.fcols, live.icols, live.gf, live.gi))
 
 
 def solve_next(live: LiveFlows, theta: float, now_s: float, capacity: np.ndarray, q: float
@@ -59,8 +59,8 @@ def solve_next(live: LiveFlows, theta: float, now_s: float, capacity: np.ndarray
     return int(n), int(iterations), float(nxt)
 
 
-# Rows of the packed arrays (sim.network.live): fcols = rem0, t0, rate, pred, w, size; icols = group, fid, deg;
-# lf = load, acc_a, acc_b; li = count, acc_n, lmap, touched; gf = held, done, a, b, c; gi = on.
+# Rows of the packed arrays (sim.network.live): fcols = rem0, t0, rate, pred, w; icols = group, fid, deg;
+# lf = load, acc_a, acc_b; li = count, acc_n, lmap, touched; gf = held, added, live, left, a, b; gi = on.
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -68,14 +68,14 @@ def _solve_next_kernel(threshold, now, capacity, q, hi, n_slots, alive, fcols, i
                        heap_min, gf, gi):
     n, iterations = _solve_kernel(threshold, now, capacity, hi, n_slots, alive, fcols, icols, links, lf, li, cand,
                                   heap_min)
-    return n, iterations, _next_event_kernel(q, hi, alive, fcols, icols, gf, gi)
+    return n, iterations, _next_event_kernel(q, now, hi, alive, fcols, icols, gf, gi)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
 def _step_kernel(target, slack, dt, hi, alive, fcols, icols, links, lf, li, link_bytes, out, end_out, gf):
-    rem0, t0, rate, pred, w, size = fcols[0], fcols[1], fcols[2], fcols[3], fcols[4], fcols[5]
+    rem0, t0, rate, pred, w = fcols[0], fcols[1], fcols[2], fcols[3], fcols[4]
     group, deg = icols[0], icols[2]
-    held, done, in_flight = gf[0], gf[1], gf[2]
+    held, in_flight = gf[0], gf[2]
     load, acc_bytes, acc_rate = lf[0], lf[1], lf[2]
     count, acc_n, touched = li[0], li[1], li[3]
     if dt > 0:
@@ -127,7 +127,6 @@ def _step_kernel(target, slack, dt, hi, alive, fcols, icols, links, lf, li, link
         end_out[i] = pred[s] if pred[s] < target else target
         g = group[s]
         held[g] += (rate[s] * w[s]) * (target - end_out[i])
-        done[g] += w[s] * size[s]
         in_flight[g] -= w[s]
         pred[s] = math.inf
     if n > 1:
@@ -242,10 +241,10 @@ def _resolve(cand, n, full, now, capacity, rem0, t0, rate, pred, w, deg, links, 
 
 
 @njit(cache=True, nogil=True)
-def _next_event_kernel(q, hi, alive, fcols, icols, gf, gi):
-    rate, pred, w, size = fcols[2], fcols[3], fcols[4], fcols[5]
+def _next_event_kernel(q, now, hi, alive, fcols, icols, gf, gi):
+    rem0, t0, rate, pred, w = fcols[0], fcols[1], fcols[2], fcols[3], fcols[4]
     group = icols[0]
-    held, done, in_flight, ga, gb, gc = gf[0], gf[1], gf[2], gf[3], gf[4], gf[5]
+    held, added, in_flight, left, ga, gb = gf[0], gf[1], gf[2], gf[3], gf[4], gf[5]
     on = gi[0]
     best = math.inf
     n_live = 0
@@ -256,17 +255,29 @@ def _next_event_kernel(q, hi, alive, fcols, icols, gf, gi):
                 best = pred[s]
     if q == 0.0 or n_live == 0 or best == math.inf:
         return best
-    # the live predicted finishes, to take the earliest m of them in finishing order
+    # the live predicted finishes (to take the earliest m in finishing order), and the bytes each group's
+    # flows in flight have left (in slot order, as np.add.at)
     live_pred = np.empty(n_live)
     live_slot = np.empty(n_live, dtype=np.int64)
+    present = np.empty(n_live, dtype=np.int64)
+    n_present = 0
     n_live = 0
     for s in range(hi):
         if alive[s]:
             live_pred[n_live] = pred[s]
             live_slot[n_live] = s
             n_live += 1
+            g = group[s]
+            if on[g] == 0:
+                on[g] = 1
+                present[n_present] = g
+                n_present += 1
+            left[g] += w[s] * (rem0[s] - rate[s] * (now - t0[s]))
+    for i in range(n_present):
+        on[present[i]] = 0
     m = 64
     touched = np.empty(0, dtype=np.int64)
+    result = math.inf
     while True:
         if m >= n_live:
             cut = math.inf
@@ -303,11 +314,10 @@ def _next_event_kernel(q, hi, alive, fcols, icols, gf, gi):
             rw = rate[s] * w[s]
             ga[g] += rw
             gb[g] += rw * p
-            gc[g] += w[s] * size[s]
             limit = small
             for t in range(n_t):
                 h = touched[t]
-                d = (q * (done[h] + gc[h]) - held[h] + gb[h]) / ga[h]
+                d = (q * (added[h] - left[h]) - held[h] + gb[h]) / ga[h]
                 if d < limit:
                     limit = d
         for t in range(n_t):
@@ -315,7 +325,10 @@ def _next_event_kernel(q, hi, alive, fcols, icols, gf, gi):
             on[h] = 0
             ga[h] = 0.0
             gb[h] = 0.0
-            gc[h] = 0.0
         if stop < k or k == n_live:
-            return pred[cand[stop - 1]]
+            result = pred[cand[stop - 1]]
+            break
         m *= 4
+    for i in range(n_present):
+        left[present[i]] = 0.0
+    return result

@@ -7,7 +7,7 @@ follows the flows alive at once, not the flows of the run. New slots are appende
 is the order the flows were added in (the order every per-link sum of the network runs in).
 
 Per slot: ``alive``, bytes left ``rem0`` at time ``t0``, ``rate`` (inf: not solved yet), predicted finish
-``pred``, weight ``w`` (flows it stands for), ``size`` (bytes of one of its flows), dense ``group`` index
+``pred``, weight ``w`` (flows it stands for), dense ``group`` index
 (the batching budget is kept per group), flow id ``fid`` of its first flow, ``deg`` and the link ids
 ``links[slot, :deg]`` (padded with -1). Per link: ``count`` (flows in flight over it, weighted) and
 ``load`` (sum of their rates). The scratch arrays are the compiled kernels' working memory (kept zero /
@@ -15,9 +15,9 @@ Per slot: ``alive``, bytes left ``rem0`` at time ``t0``, ``rate`` (inf: not solv
 
 Per group, the batching budget (:func:`sim.network.events.next_event_numpy`, ``docs/network.md``):
 ``group_held`` the capacity-time its finished flows held between their last byte and the end of their
-batch (bytes: rate x time, summed), ``group_done`` the bytes of its finished flows, ``group_live`` its
-flows in flight (weighted); ``group_a`` /
-``group_b`` / ``group_c`` and ``group_on`` are the next-event scan's scratch (zero between calls).
+batch (bytes: rate x time, summed), ``group_added`` the bytes of all its flows so far, ``group_live`` its
+flows in flight (weighted); ``group_left`` (bytes its flows in flight have left), ``group_a`` /
+``group_b`` and ``group_on`` are the next-event scan's scratch (zero between calls).
 
 Columns of one dtype and length are rows of one 2-D array (``fcols``: the float slot columns, ``icols``:
 the integer ones, ``lf`` / ``li``: per link, ``gf`` / ``gi``: per group), and the named attributes are
@@ -33,12 +33,12 @@ __all__ = ["LiveFlows"]
 
 #: per-slot float64 columns (rows of ``fcols``), int64 columns (rows of ``icols``); ``end`` is the step's
 #: output of finish times
-_FLOAT_COLS = ("rem0", "t0", "rate", "pred", "w", "size")
+_FLOAT_COLS = ("rem0", "t0", "rate", "pred", "w")
 _INT_COLS = ("group", "fid", "deg")
 #: per-link float64 rows of ``lf``, int64 rows of ``li``; per-group rows of ``gf`` and ``gi``
 _LINK_F = ("load", "acc_a", "acc_b")
 _LINK_I = ("count", "acc_n", "lmap", "touched")
-_GROUP_F = ("group_held", "group_done", "group_live", "group_a", "group_b", "group_c")
+_GROUP_F = ("group_held", "group_added", "group_live", "group_left", "group_a", "group_b")
 _GROUP_I = ("group_on",)
 
 
@@ -116,8 +116,8 @@ class LiveFlows:
         self.rate[first:end] = np.inf
         self.pred[first:end] = np.inf
         self.w[first:end] = weight
-        self.size[first:end] = size_bytes
         np.add.at(self.group_live, group, weight)
+        np.add.at(self.group_added, group, weight * size_bytes)
         self.group[first:end] = group
         self.fid[first:end] = fid
         self.deg[first:end] = deg

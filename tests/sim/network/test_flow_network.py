@@ -379,23 +379,21 @@ def test_completion_quantile_stays_within_documented_error_of_exact():
 
 
 def test_batched_completions_hold_rates_until_the_batch_end():
-    # flows of 2, 3 and 10 B on one 1 B/s link, q = 0.5 (3 flows in flight: floor(1.5) = 1, so the group
-    # may hold): at 1/3 B/s they would finish at 6, 9 and 30 s. Holding the first until 9 s costs
-    # 1/3 x 3 = 1 byte-s, within 0.5 x (2 + 3) bytes finished; holding both until 30 s would not: the
-    # batch ends at 9 s. Flow 3 then goes alone at 1 B/s: 7 B left, 16 s. Exact: 6, 8, 15 (each late by
-    # what was held, 1 byte-s / 1 B/s). The statistics see [0, 9) as one stretch of 8 B (8/9 B/s, below
-    # 90 %), then [9, 16) at 1 B/s: above 90 % for 7 s.
-    sizes = np.array([2.0, 3.0, 10.0])
-    net = run([[0]] * 3, sizes, np.zeros(3), [1.0], q=0.5, bin_s=3.0)
-    np.testing.assert_allclose(net.finish_s, [6.0, 9.0, 16.0], rtol=1e-12)
-    assert net.busy_above_90_s[0] == pytest.approx(7.0, rel=1e-12)
-    assert net.link_bytes[0] == pytest.approx(15.0, rel=1e-12)
+    # flows of 1, 5, 5.5 and 20 B on one 1 B/s link, q = 0.5. Nothing is sent at 0 s, so nothing may be
+    # held: the first batch ends at the first finish, 4 s. There 3 flows at 1/3 B/s would finish at 16,
+    # 17.5 and 61 s; the group has sent 4 B (budget 0.5 x 4 = 2 byte-s): holding the first from 16 to
+    # 17.5 s costs 1/3 x 1.5 = 0.5, holding both to 61 s far more, so the batch ends at 17.5 s. Flow 4
+    # (14.5 B left) then goes alone: 32 s. Exact: 4, 16, 17, 31.5 (each late by what was held / capacity,
+    # 0.5 s). The statistics see [4, 17.5) as one stretch of 13 B at its mean rate.
+    sizes = np.array([1.0, 5.0, 5.5, 20.0])
+    net = run([[0]] * 4, sizes, np.zeros(4), [1.0], q=0.5, bin_s=0.5)
+    np.testing.assert_allclose(net.finish_s, [4.0, 16.0, 17.5, 32.0], rtol=1e-12)
+    assert net.link_bytes[0] == pytest.approx(31.5, rel=1e-12)
     starts, per_bin = net.binned_link_bytes()
-    np.testing.assert_allclose(per_bin[:3, 0], 8.0 / 3.0, rtol=1e-12)          # 8/9 B/s over [0, 9)
-    np.testing.assert_allclose(per_bin[:, 0].sum(), 15.0, rtol=1e-12)
-    exact = run([[0]] * 3, sizes, np.zeros(3), [1.0])
-    np.testing.assert_allclose(exact.finish_s, [6.0, 8.0, 15.0], rtol=1e-12)
-    assert exact.busy_above_90_s[0] == pytest.approx(15.0)
+    np.testing.assert_allclose(per_bin[8:35, 0], 0.5 * 13.0 / 13.5, rtol=1e-12)   # [4, 17.5): 13 B
+    np.testing.assert_allclose(per_bin[:, 0].sum(), 31.5, rtol=1e-12)
+    exact = run([[0]] * 4, sizes, np.zeros(4), [1.0])
+    np.testing.assert_allclose(exact.finish_s, [4.0, 16.0, 17.0, 31.5], rtol=1e-12)
 
 
 # ----------------------------------------------------------------------------- bad input
