@@ -14,11 +14,10 @@ same order, so both give the same bits, tested):
     re-solve the live slots whose rate is ``>= theta`` (all of them, with a fresh load, when that is
     every slot) on the capacity the others leave (weighted max-min); update their bytes left, rates,
     predicted finishes and the link loads. Returns ``(slots solved, water-filling passes)``.
-``next_event(live, q, now_s)``
-    the time of the next batch end: with ``q = 0`` the earliest predicted finish; with ``q > 0`` the
-    latest predicted finish such that, for every group, what its finished flows hold (rate x time from
-    their last byte to the batch end, summed with what they held before) stays at most ``q`` times the
-    bytes the group has sent by ``now_s``, at any time up to the batch end (:func:`batch_end`).
+``next_event(live, q)``
+    the time of the next batch end: the smallest, over groups, of the q-quantile (weighted by the flows
+    each slot stands for, rank ``floor(q * n_g)``) of the group's predicted finishes; the earliest finish
+    when ``q = 0``.
 ``solve_next(live, theta, now_s, capacity, q)``
     ``solve`` then ``next_event`` (one compiled call): ``(slots solved, passes, next batch end)``.
 """
@@ -33,10 +32,10 @@ import numpy as np
 
 from sim.network import maxmin
 from sim.network.constants import THETA_RTOL
+from sim.network.events_rank import group_rank
 from sim.network.live import LiveFlows
 
-__all__ = ["NUMPY_OPS", "backend", "batch_end", "next_event_numpy", "solve_next_numpy", "solve_numpy",
-           "step_numpy"]
+__all__ = ["NUMPY_OPS", "backend", "next_event_numpy", "solve_next_numpy", "solve_numpy", "step_numpy"]
 
 
 def step_numpy(live: LiveFlows, target_s: float, slack_s: float, dt_s: float, link_bytes: np.ndarray
@@ -75,11 +74,8 @@ def step_numpy(live: LiveFlows, target_s: float, slack_s: float, dt_s: float, li
     load -= np.bincount(links, weights=(rate * w).repeat(deg), minlength=num)
     load[live.count == 0] = 0.0
     live.alive[fin] = False
+    live.group_dirty[live.group[fin]] = 1
     end = np.minimum(live.pred[fin], target_s)
-    # the batching budget of their groups: what they held after their last byte, and their bytes
-    g = live.group[fin]
-    np.add.at(live.group_held, g, (rate * w) * (target_s - end))
-    np.add.at(live.group_live, g, -w)
     order = np.argsort(end, kind="stable")
     live.slot_buf[:n] = fin[order]
     live.end_buf[:n] = end[order]
@@ -135,91 +131,25 @@ def _resolve_numpy(live: LiveFlows, cand: np.ndarray, full: bool, now_s: float, 
     live.rem0[cand] = rem
     live.t0[cand] = now_s
     live.rate[cand] = new
+    live.group_dirty[live.group[cand]] = 1
     with np.errstate(divide="ignore"):   # a flow over a link that is down: rate 0, never finishes
         live.pred[cand] = now_s + rem / new
     return iterations
 
 
-def batch_end(pred_s: np.ndarray, rate_w: np.ndarray, group: np.ndarray, held: np.ndarray, sent: np.ndarray,
-              in_flight: np.ndarray, q: float) -> float:
-    """The latest batch end the groups' budgets allow, for live flows in finishing order.
-
-    Parameters
-    ----------
-    pred_s : ndarray, shape (n,)
-        Predicted finishes, increasing (ties in slot order), all finite.
-    rate_w : ndarray, shape (n,)
-        Rate x weight of each.
-    group : ndarray of int, shape (n,)
-        Dense group of each.
-    held, sent, in_flight : ndarray, per group
-        Capacity-time held by the group's finished flows; bytes it has sent; its flows in flight. A group
-        of fewer than ``1 / q`` flows in flight holds nothing (its deadline is its first finish).
-    q : float
-
-    Returns
-    -------
-    float
-        ``pred_s[j - 1]`` for the first ``j`` such that ``pred_s[j]`` is later than the deadline of a
-        group with a flow among the first ``j``; ``pred_s[-1]`` if there is none. A group's deadline,
-        with finishers ``F`` so far, is the latest ``T`` with ``held + sum_F rate_w (T - pred) <= q sent``,
-        so holding them up to any time before the next finisher keeps the budget (for a group of fewer
-        than ``1 / q`` flows: its first finish).
-
-    Examples
-    --------
-    One group of 100 flows in flight that has sent 200 bytes: flows at 1 B/s finish at 100, 101 and 103
-    s; holding the first until 101 s costs 1 byte-s (within 0.01 x 200); holding both to 103 s (3 + 2
-    byte-s) would not be. With 99 flows in flight (fewer than 1 / q) nothing is held:
-
-    >>> p = np.array([100.0, 101.0, 103.0])
-    >>> args = (np.ones(3), np.zeros(3, int), np.zeros(1), np.array([200.0]))
-    >>> batch_end(p, *args, np.array([100.0]), 0.01), batch_end(p, *args, np.array([99.0]), 0.01)
-    (101.0, 100.0)
-    """
-    n = pred_s.size
-    order = np.argsort(group, kind="stable")          # candidates group by group, in finishing order
-    g = group[order]
-    first = np.r_[True, g[1:] != g[:-1]]
-    seg = np.cumsum(first) - 1
-    start = np.flatnonzero(first)
-    a = _segment_cumsum(rate_w[order], start, seg)
-    b = _segment_cumsum(rate_w[order] * pred_s[order], start, seg)
-    deadline = np.empty(n)
-    deadline[order] = np.where(np.floor(q * in_flight[g]) == 0.0, pred_s[order], (q * sent[g] - held[g] + b) / a)
-    nxt = np.full(n, n, dtype=np.int64)              # the group's next candidate (its checks end there)
-    last = np.r_[g[1:] != g[:-1], True]
-    nxt[order[~last]] = order[1:][~last[:-1]]
-    i = np.arange(n)
-    j = np.maximum(np.searchsorted(pred_s, deadline, side="right"), i + 1)
-    broken = j <= np.minimum(nxt, n - 1)
-    stop = int(j[broken].min()) if broken.any() else n
-    return float(pred_s[stop - 1])
-
-
-def _segment_cumsum(x: np.ndarray, start: np.ndarray, seg: np.ndarray) -> np.ndarray:
-    """Running sums of ``x`` restarting at each ``start`` (``seg``: the segment of each element), added in
-    order as the compiled scan does."""
-    out = np.empty(x.size)
-    for a, b in zip(start.tolist(), np.r_[start[1:], x.size].tolist(), strict=True):
-        np.cumsum(x[a:b], out=out[a:b])
-    return out
-
-
-def next_event_numpy(live: LiveFlows, q: float, now_s: float = 0.0) -> float:
+def next_event_numpy(live: LiveFlows, q: float) -> float:
     """The next batch end of the module docstring, in numpy.
 
     Examples
     --------
-    Two slots of 10 flows each, of 2 and 2.5 bytes at 1 B/s since 0 s, at 1 s (20 bytes sent): holding
-    the first slot from 2 s to 2.5 s costs 10 x 0.5 = 5 byte-s: more than q = 0.1 of 20 bytes, within 0.5:
+    Two groups: four flows finishing at 1..4 s and one at 9 s; with q = 0.5 group 0 allows rank 2 (3 s):
 
     >>> live = LiveFlows(1)
-    >>> _ = live.append(np.zeros((2, 1), int), np.ones(2, int), np.array([2.0, 2.5]), 0.0, np.full(2, 10.0),
-    ...                 np.zeros(2, int), np.arange(2))
-    >>> live.rate[:2], live.pred[:2] = 1.0, [2.0, 2.5]
-    >>> [next_event_numpy(live, q, 1.0) for q in (0.0, 0.1, 0.5)]
-    [2.0, 2.0, 2.5]
+    >>> _ = live.append(np.full((5, 1), 0), np.ones(5, int), np.ones(5), 0.0, np.ones(5),
+    ...                 np.array([0, 0, 0, 0, 1]), np.arange(5))
+    >>> live.pred[:5] = [1.0, 2.0, 3.0, 4.0, 9.0]
+    >>> next_event_numpy(live, 0.5), next_event_numpy(live, 0.0)
+    (3.0, 1.0)
     """
     idx = live.live_slots()
     if not idx.size:
@@ -227,25 +157,25 @@ def next_event_numpy(live: LiveFlows, q: float, now_s: float = 0.0) -> float:
     pred = live.pred[idx]
     if q == 0.0:
         return float(pred.min())
-    order = np.argsort(pred, kind="stable")
-    s = idx[order]
-    p = pred[order]
-    finite = int(np.searchsorted(p, math.inf, side="left"))   # stalled flows (rate 0) never finish
-    if finite == 0:
-        return math.inf
-    s, p = s[:finite], p[:finite]
-    # bytes each group has sent by now: all its bytes less what its flows in flight have left (in slot order)
-    left = np.zeros(live.group_added.size)
-    np.add.at(left, live.group[idx], live.w[idx] * (live.rem0[idx] - live.rate[idx] * (now_s - live.t0[idx])))
-    sent = live.group_added - left
-    return batch_end(p, live.rate[s] * live.w[s], live.group[s], live.group_held, sent, live.group_live, q)
+    group, w = live.group[idx], live.w[idx]
+    total = np.bincount(group, weights=w)
+    first_min = np.full(total.size, math.inf)
+    np.minimum.at(first_min, group, pred)
+    k = np.floor(q * total)
+    present = total > 0
+    small = present & (k == 0)
+    best = float(first_min[small].min()) if small.any() else math.inf
+    whole = int(np.count_nonzero(present)) == 1
+    for g in np.flatnonzero(present & (k > 0) & (first_min < best)).tolist():
+        best = min(best, group_rank(live, g, float(k[g]), whole=whole))
+    return best
 
 
 def solve_next_numpy(live: LiveFlows, theta: float, now_s: float, capacity: np.ndarray, q: float
                      ) -> tuple[int, int, float]:
     """:func:`solve_numpy`, then :func:`next_event_numpy`."""
     solved, iterations = solve_numpy(live, theta, now_s, capacity)
-    return solved, iterations, next_event_numpy(live, q, now_s)
+    return solved, iterations, next_event_numpy(live, q)
 
 
 _BACKEND: dict[str, Any] = {}

@@ -5,9 +5,8 @@ kernels make one pass to select (finishers, or the slots to re-solve), then touc
 and their links, through per-link scratch arrays that are reset after use (so no pass is over all links,
 except ``link_bytes += load * dt``). Per-link sums are accumulated in slot order from zero, as
 ``np.bincount`` does, and added afterwards, so the results are the numpy version's bits (tested). The next
-batch end is one kernel too (two passes over the live slots: the smallest completion window, then the
-latest finish inside it), fused with the re-solve, so an event is two compiled calls and no numpy pass
-over the slots. Solves of
+batch end is one kernel too, the rank selection of big batching groups included (one gathering pass, then
+a selection per group), so an event is three compiled calls and no numpy pass over the slots. Solves of
 :data:`sim.network.constants.HEAP_MIN_INCIDENCES` or more go to the heap water-filling
 (:mod:`sim.network.maxmin_heap`; same allocation, rounding may differ). Imported only by :func:`sim.network.events.backend`; numba caches the machine code (``cache=True``).
 """
@@ -33,7 +32,7 @@ def step(live: LiveFlows, target_s: float, slack_s: float, dt_s: float, link_byt
     """:func:`sim.network.events.step_numpy`, compiled."""
     n, min_rate, flows = _step_kernel(target_s, slack_s, dt_s, live.hi, live.alive, live.fcols, live.icols,
                                       live.links, live.lf, live.li, link_bytes, live.slot_buf, live.end_buf,
-                                      live.gf)
+                                      live.gi)
     return int(n), float(min_rate), int(flows)
 
 
@@ -41,13 +40,15 @@ def solve(live: LiveFlows, theta: float, now_s: float, capacity: np.ndarray) -> 
     """:func:`sim.network.events.solve_numpy`, compiled."""
     n, iterations = _solve_kernel(theta * (1.0 - THETA_RTOL), now_s, capacity, live.hi, live.n_slots,
                                   live.alive, live.fcols, live.icols, live.links, live.lf, live.li,
-                                  live.slot_buf, constants.HEAP_MIN_INCIDENCES)
+                                  live.slot_buf, constants.HEAP_MIN_INCIDENCES, live.gi)
     return int(n), int(iterations)
 
 
-def next_event(live: LiveFlows, q: float, now_s: float = 0.0) -> float:
-    """:func:`sim.network.events.next_event_numpy`, compiled (the same float operations: the same time)."""
-    return float(_next_event_kernel(q, now_s, live.hi, live.alive, live.fcols, live.icols, live.gf, live.gi))
+def next_event(live: LiveFlows, q: float) -> float:
+    """:func:`sim.network.events.next_event_numpy`, compiled (the rank selection of groups of ``1 / q``
+    flows or more too: the same finish time, an element of ``pred``, whatever the selection algorithm)."""
+    return float(_next_event_kernel(q, live.hi, live.alive, live.fcols, live.icols, live.weighted, live.gf,
+                                    live.gi))
 
 
 def solve_next(live: LiveFlows, theta: float, now_s: float, capacity: np.ndarray, q: float
@@ -55,27 +56,28 @@ def solve_next(live: LiveFlows, theta: float, now_s: float, capacity: np.ndarray
     """:func:`solve` then :func:`next_event` in one compiled call."""
     n, iterations, nxt = _solve_next_kernel(theta * (1.0 - THETA_RTOL), now_s, capacity, q, live.hi, live.n_slots,
                                             live.alive, live.fcols, live.icols, live.links, live.lf, live.li,
-                                            live.slot_buf, constants.HEAP_MIN_INCIDENCES, live.gf, live.gi)
+                                            live.slot_buf, constants.HEAP_MIN_INCIDENCES, live.weighted,
+                                            live.gf, live.gi)
     return int(n), int(iterations), float(nxt)
 
 
 # Rows of the packed arrays (sim.network.live): fcols = rem0, t0, rate, pred, w; icols = group, fid, deg;
-# lf = load, acc_a, acc_b; li = count, acc_n, lmap, touched; gf = held, added, live, left, a, b; gi = on.
+# lf = load, acc_a, acc_b; li = count, acc_n, lmap, touched; gf = group_w, group_min; gi = group_n, group_buf.
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
 def _solve_next_kernel(threshold, now, capacity, q, hi, n_slots, alive, fcols, icols, links, lf, li, cand,
-                       heap_min, gf, gi):
+                       heap_min, weighted, gf, gi):
     n, iterations = _solve_kernel(threshold, now, capacity, hi, n_slots, alive, fcols, icols, links, lf, li, cand,
-                                  heap_min)
-    return n, iterations, _next_event_kernel(q, now, hi, alive, fcols, icols, gf, gi)
+                                  heap_min, gi)
+    return n, iterations, _next_event_kernel(q, hi, alive, fcols, icols, weighted, gf, gi)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def _step_kernel(target, slack, dt, hi, alive, fcols, icols, links, lf, li, link_bytes, out, end_out, gf):
+def _step_kernel(target, slack, dt, hi, alive, fcols, icols, links, lf, li, link_bytes, out, end_out, gi):
     rem0, t0, rate, pred, w = fcols[0], fcols[1], fcols[2], fcols[3], fcols[4]
     group, deg = icols[0], icols[2]
-    held, in_flight = gf[0], gf[2]
+    group_dirty = gi[2]
     load, acc_bytes, acc_rate = lf[0], lf[1], lf[2]
     count, acc_n, touched = li[0], li[1], li[3]
     if dt > 0:
@@ -110,6 +112,7 @@ def _step_kernel(target, slack, dt, hi, alive, fcols, icols, links, lf, li, link
             acc_rate[k] += rw
             acc_n[k] += nw
         alive[s] = False
+        group_dirty[group[s]] = 1
         flows += nw
     for i in range(n_touched):
         k = touched[i]
@@ -122,12 +125,9 @@ def _step_kernel(target, slack, dt, hi, alive, fcols, icols, links, lf, li, link
         acc_rate[k] = 0.0
         acc_n[k] = 0
     # finishing order: by min(pred, target), ties in slot order (a stable sort, as numpy's)
-    for i in range(n):   # in slot order, as np.add.at: the groups' batching budgets
+    for i in range(n):
         s = out[i]
         end_out[i] = pred[s] if pred[s] < target else target
-        g = group[s]
-        held[g] += (rate[s] * w[s]) * (target - end_out[i])
-        in_flight[g] -= w[s]
         pred[s] = math.inf
     if n > 1:
         order = np.argsort(end_out[:n], kind="mergesort")
@@ -139,9 +139,10 @@ def _step_kernel(target, slack, dt, hi, alive, fcols, icols, links, lf, li, link
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def _solve_kernel(threshold, now, capacity, hi, n_slots, alive, fcols, icols, links, lf, li, cand, heap_min):
+def _solve_kernel(threshold, now, capacity, hi, n_slots, alive, fcols, icols, links, lf, li, cand, heap_min, gi):
     rem0, t0, rate, pred, w = fcols[0], fcols[1], fcols[2], fcols[3], fcols[4]
-    deg = icols[2]
+    group, deg = icols[0], icols[2]
+    group_dirty = gi[2]
     load, acc_old, acc_new = lf[0], lf[1], lf[2]
     count, lmap, used = li[0], li[2], li[3]
     n = 0
@@ -151,6 +152,8 @@ def _solve_kernel(threshold, now, capacity, hi, n_slots, alive, fcols, icols, li
             n += 1
     if n == 0:
         return 0, 0
+    for i in range(n):   # their predicted finishes change: their groups' batch ends too
+        group_dirty[group[cand[i]]] = 1
     iterations = _resolve(cand, n, n == n_slots, now, capacity, rem0, t0, rate, pred, w, deg, links, count,
                           load, lmap, used, acc_old, acc_new, heap_min)
     if iterations < 0:   # float rounding at an exact tie starved a flow: a full solve is always safe
@@ -159,6 +162,7 @@ def _solve_kernel(threshold, now, capacity, hi, n_slots, alive, fcols, icols, li
             if alive[s]:
                 cand[n] = s
                 n += 1
+                group_dirty[group[s]] = 1
         iterations = _resolve(cand, n, True, now, capacity, rem0, t0, rate, pred, w, deg, links, count,
                               load, lmap, used, acc_old, acc_new, heap_min)
     return n, iterations
@@ -241,94 +245,93 @@ def _resolve(cand, n, full, now, capacity, rem0, t0, rate, pred, w, deg, links, 
 
 
 @njit(cache=True, nogil=True)
-def _next_event_kernel(q, now, hi, alive, fcols, icols, gf, gi):
-    rem0, t0, rate, pred, w = fcols[0], fcols[1], fcols[2], fcols[3], fcols[4]
+def _next_event_kernel(q, hi, alive, fcols, icols, weighted, gf, gi):
+    pred, w = fcols[3], fcols[4]
     group = icols[0]
-    held, added, in_flight, left, ga, gb = gf[0], gf[1], gf[2], gf[3], gf[4], gf[5]
-    on = gi[0]
-    best = math.inf
-    n_live = 0
-    for s in range(hi):
-        if alive[s]:
-            n_live += 1
-            if pred[s] < best:
+    group_w, group_min, group_val = gf[0], gf[1], gf[2]
+    group_n, group_buf, group_dirty = gi[0], gi[1], gi[2]
+    if q == 0.0:
+        best = math.inf
+        for s in range(hi):
+            if alive[s] and pred[s] < best:
                 best = pred[s]
-    if q == 0.0 or n_live == 0 or best == math.inf:
         return best
-    # the live predicted finishes (to take the earliest m in finishing order), and the bytes each group's
-    # flows in flight have left (in slot order, as np.add.at)
-    live_pred = np.empty(n_live)
-    live_slot = np.empty(n_live, dtype=np.int64)
-    present = np.empty(n_live, dtype=np.int64)
-    n_present = 0
-    n_live = 0
+    n_groups = 0
     for s in range(hi):
         if alive[s]:
-            live_pred[n_live] = pred[s]
-            live_slot[n_live] = s
-            n_live += 1
             g = group[s]
-            if on[g] == 0:
-                on[g] = 1
-                present[n_present] = g
-                n_present += 1
-            left[g] += w[s] * (rem0[s] - rate[s] * (now - t0[s]))
-    for i in range(n_present):
-        on[present[i]] = 0
-    m = 64
-    touched = np.empty(0, dtype=np.int64)
-    result = math.inf
-    while True:
-        if m >= n_live:
-            cut = math.inf
-        else:   # the m-th smallest: every slot up to it (ties included) in the order a full sort gives
-            cut = np.partition(live_pred, m - 1)[m - 1]
-        sel = np.flatnonzero(live_pred <= cut)
-        order = np.argsort(live_pred[sel], kind="mergesort")
-        cand = live_slot[sel[order]]
-        k = cand.size
-        if touched.size < k:
-            touched = np.empty(k, dtype=np.int64)
-        # scan in finishing order; a group's deadline (events.batch_end) with its finishers so far
-        n_t = 0
-        limit = math.inf
-        small = math.inf   # the first finish of a group of fewer than 1 / q flows: it holds nothing
-        stop = k
-        for j in range(k):
-            s = cand[j]
-            p = pred[s]
-            if j > 0 and (p > limit or p == math.inf):
-                stop = j
-                break
-            g = group[s]
-            if math.floor(q * in_flight[g]) == 0.0:
-                if p < small:
-                    small = p
-                if small < limit:
-                    limit = small
-                continue
-            if on[g] == 0:
-                on[g] = 1
-                touched[n_t] = g
-                n_t += 1
-            rw = rate[s] * w[s]
-            ga[g] += rw
-            gb[g] += rw * p
-            limit = small
-            for t in range(n_t):
-                h = touched[t]
-                d = (q * (added[h] - left[h]) - held[h] + gb[h]) / ga[h]
-                if d < limit:
-                    limit = d
-        for t in range(n_t):
-            h = touched[t]
-            on[h] = 0
-            ga[h] = 0.0
-            gb[h] = 0.0
-        if stop < k or k == n_live:
-            result = pred[cand[stop - 1]]
-            break
-        m *= 4
-    for i in range(n_present):
-        left[present[i]] = 0.0
-    return result
+            if group_n[g] == 0:
+                group_buf[n_groups] = g
+                n_groups += 1
+                group_min[g] = pred[s]
+            elif pred[s] < group_min[g]:
+                group_min[g] = pred[s]
+            group_n[g] += 1
+            group_w[g] += w[s]
+    # groups of fewer than 1/q flows batch nothing (rank 0: their earliest finish); the others need the
+    # rank-k finish, only when their earliest finish is before the best so far
+    best = math.inf
+    for i in range(n_groups):
+        g = group_buf[i]
+        if math.floor(q * group_w[g]) == 0.0 and group_min[g] < best:
+            best = group_min[g]
+    # a big group no event touched since its batch end was found keeps it (group_val)
+    for i in range(n_groups):
+        g = group_buf[i]
+        if math.floor(q * group_w[g]) > 0.0 and group_dirty[g] == 0 and group_val[g] < best:
+            best = group_val[g]
+    # the other big groups' predicted finishes, gathered group by group in one pass (group_n: the cursor)
+    offset = np.full(n_groups + 1, 0, dtype=np.int64)
+    big = np.zeros(n_groups, dtype=np.int64)
+    n_big = 0
+    total = 0
+    for i in range(n_groups):
+        g = group_buf[i]
+        k = math.floor(q * group_w[g])
+        if k > 0.0 and group_dirty[g] != 0 and group_min[g] < best:
+            big[n_big] = g
+            offset[n_big] = total
+            total += group_n[g]
+            group_n[g] = -(n_big + 1)   # marks a big group: its index in ``big``
+            n_big += 1
+        else:
+            group_n[g] = 0
+    offset[n_big] = total
+    if n_big:
+        cursor = offset[:n_big].copy()
+        buf_pred = np.empty(total)
+        buf_w = np.empty(total)
+        for s in range(hi):
+            if alive[s]:
+                b = group_n[group[s]]
+                if b < 0:
+                    at = cursor[-b - 1]
+                    buf_pred[at] = pred[s]
+                    buf_w[at] = w[s]
+                    cursor[-b - 1] = at + 1
+        for b in range(n_big):
+            g = big[b]
+            seg = buf_pred[offset[b]:offset[b + 1]]
+            k = math.floor(q * group_w[g])
+            if not weighted:
+                kk = np.int64(k)
+                value = np.partition(seg, kk)[kk]
+            else:   # a slot of weight w counts w times: the first finish whose running weight passes k
+                order = np.argsort(seg, kind="mergesort")
+                run = 0.0
+                value = seg[order[order.size - 1]]
+                for j in range(order.size):
+                    run += buf_w[offset[b] + order[j]]
+                    if run > k:
+                        value = seg[order[j]]
+                        break
+            if value < best:
+                best = value
+            group_val[g] = value
+            group_dirty[g] = 0
+            group_n[g] = 0
+    for i in range(n_groups):
+        g = group_buf[i]
+        group_n[g] = 0
+        group_w[g] = 0.0
+    return best

@@ -47,19 +47,16 @@ State of the flows in flight (:mod:`sim.network.live`)
     touches only them and their links; compiled with numba (:mod:`sim.network.events_numba`, loaded at
     the first event) where :data:`sim.network.maxmin.SOLVER` allows, else numpy (same results).
 
-Accuracy knob ``completion_quantile`` (q), a budget per group
+Accuracy knob ``completion_quantile`` (q), bounded per group
     ``q = 0`` (default) is exact: the network stops and re-solves at every completion (flows whose
     predicted finish times agree within a relative 1e-9 of the step are completed together). With
-    ``0 < q < 1`` it jumps to the end of a batch and re-solves there. Flows finishing inside a jump keep
-    their exact ``finish_s`` (at the rates they had), but hold their bandwidth until the jump ends. The
-    jump goes to the latest predicted finish such that, for every group of flows
-    (``add_flows(..., group=)``: the engine passes the op; one group without it), what its finished flows
-    have held after their last byte (rate x time, summed over its flows and batches) stays at most ``q``
-    times the bytes they carried; a group of fewer than ``1 / q`` flows in flight holds nothing (its
-    tail, and so the op's end, is exact). The budget follows the op's bytes, not its flow count, so an
-    all-to-all of 100,000 flows needs a few hundred batch ends, not ``log(n) / q``; and no group is held
-    by another's batches. The bound it gives on finish times: ``docs/network.md``. Arrivals are never
-    delayed.
+    ``0 < q < 1`` it jumps to the end of a batch and re-solves there: the smallest, over the groups of
+    flows in flight (``add_flows(..., group=)``: the engine passes the op; one group without it), of the
+    q-quantile of the group's predicted finish times. So no group has more than ``floor(q * n_g)`` of its
+    ``n_g`` flows in flight completed early by a jump, whatever else shares the fabric: a group of fewer than
+    ``1 / q`` flows is solved exactly. Flows finishing inside the jump keep their exact predicted
+    ``finish_s``, but the bandwidth they free is handed out only at the end of the jump (reported then, or
+    at any earlier ``advance``). Arrivals are never delayed. Figures: ``docs/network.md``.
 
 Solver
     Re-solves are incremental and exact: when flows leave (or join), the water-filling below the level
@@ -96,9 +93,8 @@ class FlowNetwork:
     capacity_bytes_per_s : ndarray of float64, shape (links,)
         Capacity of each directed link, bytes per second, finite and > 0.
     completion_quantile : float, default 0.0
-        0 re-solves at every completion (exact); q in (0, 1) lets a batch of completions be re-solved at its
-        end while each group's finished flows hold at most q x their bytes in capacity-time (faster,
-        slightly late finishes; see the module docstring).
+        0 re-solves at every completion (exact); q in (0, 1) jumps to the smallest per-group q-quantile of
+        predicted finish times before re-solving (faster, slightly late finishes; see the module docstring).
     keep_flow_times : bool, default True
         Keep ``start_s`` and ``finish_s`` per flow id for the whole run; False keeps only the flows in
         flight (memory follows the flows alive at once) and hands finish times out with each
@@ -253,7 +249,7 @@ class FlowNetwork:
         size_bytes : ndarray, shape (n,)
             Bytes to send per flow, ``>= 0``. Zero-byte flows and flows with no link complete at once.
         group : int or ndarray of int, shape (n,), optional
-            Batching group of each flow (the engine passes the op): the batching budget is kept per
+            Batching group of each flow (the engine passes the op): completion batching is bounded per
             group (module docstring). Without it the flows join the one default group.
 
         Returns
@@ -352,7 +348,7 @@ class FlowNetwork:
 
     # ----------------------------------------------------------------- internals
     def _dense_groups(self, group, n: int) -> np.ndarray:
-        """Dense group index of each of ``n`` new flows (the batching budget is kept per group)."""
+        """Dense group index of each of ``n`` new flows."""
         if group is None:
             key = self._groups.setdefault(None, len(self._groups))
             dense = np.full(n, key, dtype=np.int64)

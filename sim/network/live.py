@@ -7,17 +7,15 @@ follows the flows alive at once, not the flows of the run. New slots are appende
 is the order the flows were added in (the order every per-link sum of the network runs in).
 
 Per slot: ``alive``, bytes left ``rem0`` at time ``t0``, ``rate`` (inf: not solved yet), predicted finish
-``pred``, weight ``w`` (flows it stands for), dense ``group`` index
-(the batching budget is kept per group), flow id ``fid`` of its first flow, ``deg`` and the link ids
-``links[slot, :deg]`` (padded with -1). Per link: ``count`` (flows in flight over it, weighted) and
-``load`` (sum of their rates). The scratch arrays are the compiled kernels' working memory (kept zero /
--1 between calls).
+``pred``, weight ``w`` (flows it stands for), dense ``group`` index (completion batching is bounded per
+group), flow id ``fid`` of its first flow, ``deg`` and the link ids ``links[slot, :deg]`` (padded with -1).
+Per link: ``count`` (flows in flight over it, weighted) and ``load`` (sum of their rates). The scratch
+arrays are the compiled kernels' working memory (kept zero / -1 between calls).
 
-Per group, the batching budget (:func:`sim.network.events.next_event_numpy`, ``docs/network.md``):
-``group_held`` the capacity-time its finished flows held between their last byte and the end of their
-batch (bytes: rate x time, summed), ``group_added`` the bytes of all its flows so far, ``group_live`` its
-flows in flight (weighted); ``group_left`` (bytes its flows in flight have left), ``group_a`` /
-``group_b`` and ``group_on`` are the next-event scan's scratch (zero between calls).
+Per group, for the next batch end (:func:`sim.network.events.next_event_numpy` and its compiled twin):
+``group_val``, the group's last computed batch end, valid while ``group_dirty`` is 0; every change of a
+group's live slots or of their predicted finishes (append, finish, re-solve) sets ``group_dirty``, so a
+group no event touched is not selected again.
 
 Columns of one dtype and length are rows of one 2-D array (``fcols``: the float slot columns, ``icols``:
 the integer ones, ``lf`` / ``li``: per link, ``gf`` / ``gi``: per group), and the named attributes are
@@ -38,8 +36,8 @@ _INT_COLS = ("group", "fid", "deg")
 #: per-link float64 rows of ``lf``, int64 rows of ``li``; per-group rows of ``gf`` and ``gi``
 _LINK_F = ("load", "acc_a", "acc_b")
 _LINK_I = ("count", "acc_n", "lmap", "touched")
-_GROUP_F = ("group_held", "group_added", "group_live", "group_left", "group_a", "group_b")
-_GROUP_I = ("group_on",)
+_GROUP_F = ("group_w", "group_min", "group_val")
+_GROUP_I = ("group_n", "group_buf", "group_dirty")
 
 
 class LiveFlows:
@@ -79,6 +77,7 @@ class LiveFlows:
         self.gf = np.zeros((len(_GROUP_F), 16))
         self.gi = np.zeros((len(_GROUP_I), 16), dtype=np.int64)
         self._bind()
+        self.group_dirty[:] = 1
 
     def _bind(self) -> None:
         """The named columns as views of the rows of the packed arrays (again after they grow)."""
@@ -89,17 +88,15 @@ class LiveFlows:
 
     # ------------------------------------------------------------------------------------------------
     def reserve_groups(self, n_groups: int) -> None:
-        """Room for dense group indices ``0 .. n_groups - 1`` (their budgets are kept)."""
-        have = self.group_held.size
+        """Room for dense group indices ``0 .. n_groups - 1``."""
+        have = self.group_w.size
         if n_groups <= have:
             return
         grow = max(n_groups, 2 * have)
-        gf = np.zeros((len(_GROUP_F), grow))
-        gf[:, :have] = self.gf
-        gi = np.zeros((len(_GROUP_I), grow), dtype=np.int64)
-        gi[:, :have] = self.gi
-        self.gf, self.gi = gf, gi
+        self.gf = np.zeros((len(_GROUP_F), grow))
+        self.gi = np.zeros((len(_GROUP_I), grow), dtype=np.int64)
         self._bind()
+        self.group_dirty[:] = 1
 
     def append(self, rows: np.ndarray, deg: np.ndarray, size_bytes: np.ndarray, now_s: float,
                weight: np.ndarray, group: np.ndarray, fid: np.ndarray) -> np.ndarray:
@@ -116,9 +113,8 @@ class LiveFlows:
         self.rate[first:end] = np.inf
         self.pred[first:end] = np.inf
         self.w[first:end] = weight
-        np.add.at(self.group_live, group, weight)
-        np.add.at(self.group_added, group, weight * size_bytes)
         self.group[first:end] = group
+        self.group_dirty[group] = 1   # its batch end must be found again (the next event's cache)
         self.fid[first:end] = fid
         self.deg[first:end] = deg
         self.links[first:end] = -1

@@ -4,10 +4,10 @@ stated bound (``docs/network.md``, "Accuracy knob").
 The error of ``completion_quantile`` must hold whatever else shares the fabric: a job's ops are not held
 up by batches taken over another job's flows. Checked against the exact solve (q = 0) with the tolerances
 of issue 14: makespan within 0.5 % and median op time within 1 % at the CLI default q = 0.01. The bound
-itself: per group, what finished flows hold after their last byte (rate x time to the end of their batch)
-is at most q times the bytes the group had sent when the batch began (any fabric); on one shared link,
-with every flow starting together, each flow then finishes no earlier than exact and at most q times
-the time to the end of its batch later.
+itself (``docs/network.md``): at any time a group holds (finished, bandwidth not yet handed on) at most
+``floor(q n_g)`` of the ``n_g`` flows it had in flight when the batch began (any fabric); on one shared
+link, with every flow starting together, each flow then finishes no earlier than exact and at most
+``q`` times its finish time later.
 """
 
 from __future__ import annotations
@@ -124,17 +124,12 @@ def test_a_group_smaller_than_one_over_q_is_solved_exactly():
 
 
 def drive_held(capacity, flows, q):
-    """Run ``flows`` ((start, links, size, group) tuples, by start) to the end; return the finish and report
-    time of every flow, and per group after every ``advance``: (held capacity-time, bytes sent when the
-    jump began), taken from the outside (held: each finisher's rate before the step times its wait from
-    its last byte to the report; sent: bytes added less ``remaining_bytes`` of the flows in flight)."""
+    """Run ``flows`` ((start, links, size, group) tuples, by start) to the end; return every flow's finish
+    time and, for every ``advance``, per group: (flows it held: finished before the time ``advance``
+    returned them, flows it had in flight when the jump began)."""
     net = FlowNetwork(np.asarray(capacity, dtype=float), completion_quantile=q)
-    n = len(flows)
-    finish, report = np.full(n, np.nan), np.full(n, np.nan)
-    groups = sorted({f[3] for f in flows})
-    held = dict.fromkeys(groups, 0.0)
+    finish = np.full(len(flows), np.nan)
     checks = []
-    starts = sorted({f[0] for f in flows})
     order = []
 
     def add(t):
@@ -145,37 +140,34 @@ def drive_held(capacity, flows, q):
                       group=np.array([flows[i][3] for i in batch]))
         order.extend(batch)
 
-    pending = list(starts)
+    pending = sorted({f[0] for f in flows})
     while pending or net.num_active or net.has_completions:
         if pending and (not (net.num_active or net.has_completions) or pending[0] <= net.now_s):
             add(pending.pop(0))
             continue
-        ids, rates = net.active_flows()
-        rate = dict(zip(ids.tolist(), rates.tolist(), strict=True))
-        sent = dict.fromkeys(groups, 0.0)
-        for fid in range(len(order)):
-            sent[flows[order[fid]][3]] += flows[order[fid]][2]
-        if ids.size:
-            for fid, left in zip(ids.tolist(), net.remaining_bytes(ids).tolist(), strict=True):
-                sent[flows[order[fid]][3]] -= left
+        ids, _ = net.active_flows()
+        in_flight: dict = {}
+        for fid in ids.tolist():
+            g = flows[order[fid]][3]
+            in_flight[g] = in_flight.get(g, 0) + 1
         t = net.next_completion_s()
         if pending:
             t = min(t, pending[0])
-        got = net.advance(t)
-        for fid, f_s in zip(got.tolist(), net.last_finish_s.tolist(), strict=True):
-            i = order[fid]
-            finish[i], report[i] = f_s, t
-            g = flows[i][3]
-            held[g] += rate.get(fid, 0.0) * (t - f_s)
-        checks.append({g: (held[g], sent[g]) for g in groups})
-    return finish, report, checks
+        held: dict = {}
+        for fid, f_s in zip(net.advance(t).tolist(), net.last_finish_s.tolist(), strict=True):
+            finish[order[fid]] = f_s
+            if f_s < t - 1e-9 * t:
+                g = flows[order[fid]][3]
+                held[g] = held.get(g, 0) + 1
+        checks.append({g: (h, in_flight.get(g, 0)) for g, h in held.items()})
+    return finish, checks
 
 
 @st.composite
 def small_fabrics(draw):
     links = draw(st.integers(1, 5))
     capacity = draw(st.lists(st.sampled_from([1.0, 2.0, 3.0]), min_size=links, max_size=links))
-    n = draw(st.integers(2, 40))
+    n = draw(st.integers(2, 30))
     flows = []
     for _ in range(n):
         path = sorted(set(draw(st.lists(st.integers(0, links - 1), min_size=1, max_size=3))))
@@ -184,28 +176,28 @@ def small_fabrics(draw):
     return capacity, flows
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=15, deadline=None)
 @given(small_fabrics(), st.sampled_from([0.1, 0.2, 0.5]))
-def test_every_group_holds_at_most_q_of_the_bytes_it_has_sent(inst, q):
+def test_no_group_holds_more_than_q_of_its_flows_in_flight(inst, q):
     capacity, flows = inst
-    _, _, checks = drive_held(capacity, flows, q)
+    _, checks = drive_held(capacity, flows, q)
     for by_group in checks:
-        for held, sent in by_group.values():
-            assert held <= q * sent * (1 + 1e-9) + 1e-9
+        for held, in_flight in by_group.values():
+            assert held <= np.floor(q * in_flight)
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=20, deadline=None)
 @given(st.lists(st.integers(1, 1000), min_size=2, max_size=60), st.lists(st.integers(0, 3), min_size=60,
        max_size=60), st.sampled_from([0.1, 0.2, 0.5]), st.sampled_from([1.0, 3.0]))
 def test_on_one_link_every_finish_is_within_the_bound_of_exact(sizes, groups, q, capacity):
     # (q >= 0.1: groups of 1 / q flows or more hold flows.) One link, every flow starting at 0: batched
-    # = exact on the capacity the held flows leave, so a flow is late by what was held before it
-    # finished / capacity: at most q x the bytes sent by the start of its batch / capacity <= q x its report
+    # = exact processor sharing on the capacity the held flows leave (at most q of it: docs/network.md),
+    # so a flow is never early and late by at most q x its finish time
     flows = [(0.0, [0], float(b), g) for b, g in zip(sizes, groups, strict=False)]
-    exact, _, _ = drive_held([capacity], flows, 0.0)
-    fast, report, _ = drive_held([capacity], flows, q)
+    exact, _ = drive_held([capacity], flows, 0.0)
+    fast, checks = drive_held([capacity], flows, q)
     assert (fast >= exact * (1 - 1e-9)).all()
-    assert (fast - exact <= q * report * (1 + 1e-9)).all()
+    assert (fast - exact <= q * fast * (1 + 1e-9)).all()
 
 
 def a2a_makespans(num_gpus: int, graph, q: float) -> float:

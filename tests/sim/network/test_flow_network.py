@@ -379,21 +379,21 @@ def test_completion_quantile_stays_within_documented_error_of_exact():
 
 
 def test_batched_completions_hold_rates_until_the_batch_end():
-    # flows of 1, 5, 5.5 and 20 B on one 1 B/s link, q = 0.5. Nothing is sent at 0 s, so nothing may be
-    # held: the first batch ends at the first finish, 4 s. There 3 flows at 1/3 B/s would finish at 16,
-    # 17.5 and 61 s; the group has sent 4 B (budget 0.5 x 4 = 2 byte-s): holding the first from 16 to
-    # 17.5 s costs 1/3 x 1.5 = 0.5, holding both to 61 s far more, so the batch ends at 17.5 s. Flow 4
-    # (14.5 B left) then goes alone: 32 s. Exact: 4, 16, 17, 31.5 (each late by what was held / capacity,
-    # 0.5 s). The statistics see [4, 17.5) as one stretch of 13 B at its mean rate.
-    sizes = np.array([1.0, 5.0, 5.5, 20.0])
-    net = run([[0]] * 4, sizes, np.zeros(4), [1.0], q=0.5, bin_s=0.5)
-    np.testing.assert_allclose(net.finish_s, [4.0, 16.0, 17.5, 32.0], rtol=1e-12)
-    assert net.link_bytes[0] == pytest.approx(31.5, rel=1e-12)
+    # ten flows of 1..10 B on one 1 B/s link, q = 0.5: the first jump goes to the 6th predicted finish (60 s)
+    # at 0.1 B/s each, flows 1-5 ending inside it; then 4 flows at 0.25 B/s jump to the 3rd finish (72 s);
+    # the last byte of flow 10 then goes alone at 1 B/s. Load is above 90 % only before the first early
+    # finish of each jump. The statistics see each jump as one stretch at its mean rate: [0, 60) moves 45 B
+    # (0.75 B/s), [60, 72) 9 B (0.75 B/s), [72, 73) 1 B: above 90 % for the last second only.
+    sizes = np.arange(1.0, 11.0)
+    net = run([[0]] * 10, sizes, np.zeros(10), [1.0], q=0.5, bin_s=5.0)
+    np.testing.assert_allclose(net.finish_s, [10, 20, 30, 40, 50, 60, 64, 68, 72, 73], rtol=1e-12)
+    assert net.busy_above_90_s[0] == pytest.approx(1.0, rel=1e-12)
+    assert net.link_bytes[0] == pytest.approx(55.0, rel=1e-12)
     starts, per_bin = net.binned_link_bytes()
-    np.testing.assert_allclose(per_bin[8:35, 0], 0.5 * 13.0 / 13.5, rtol=1e-12)   # [4, 17.5): 13 B
-    np.testing.assert_allclose(per_bin[:, 0].sum(), 31.5, rtol=1e-12)
-    exact = run([[0]] * 4, sizes, np.zeros(4), [1.0])
-    np.testing.assert_allclose(exact.finish_s, [4.0, 16.0, 17.0, 31.5], rtol=1e-12)
+    np.testing.assert_allclose(per_bin[:12, 0], 3.75, rtol=1e-12)          # 0.75 B/s over [0, 60)
+    np.testing.assert_allclose(per_bin[:, 0].sum(), 55.0, rtol=1e-12)
+    exact = run([[0]] * 10, sizes, np.zeros(10), [1.0])
+    assert np.nanmax(exact.finish_s) == pytest.approx(55.0) and exact.busy_above_90_s[0] == pytest.approx(55.0)
 
 
 # ----------------------------------------------------------------------------- bad input
