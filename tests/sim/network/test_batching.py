@@ -195,7 +195,7 @@ def test_on_one_link_every_finish_is_within_the_bound_of_exact(sizes, groups, q,
     # so a flow is never early and late by at most q x its finish time
     flows = [(0.0, [0], float(b), g) for b, g in zip(sizes, groups, strict=False)]
     exact, _ = drive_held([capacity], flows, 0.0)
-    fast, checks = drive_held([capacity], flows, q)
+    fast, _ = drive_held([capacity], flows, q)
     assert (fast >= exact * (1 - 1e-9)).all()
     assert (fast - exact <= q * fast * (1 + 1e-9)).all()
 
