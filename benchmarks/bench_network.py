@@ -17,8 +17,9 @@ and records every call the engine makes on its :class:`FlowNetwork` (``add_flows
 at that simulated time. ``--replay LOG.npz [--repeat N]`` makes the same calls on a fresh network of this
 tree (numba loaded before the clock starts), prints the median CPU time and the time in each event kernel,
 and checks every ``advance`` returns the same ids and finish times (max relative difference) and every
-``next_completion_s`` the same time as the recording. Record once on a base tree (``PYTHONPATH=BASE``) and
-replay on both trees to compare them on identical work.
+``next_completion_s`` the same time as the recording, and how many ``advance`` calls returned flows of
+each big group (an op's batch ends). Record once on a base tree (``PYTHONPATH=BASE``) and replay on both
+trees to compare them on identical work.
 """
 
 from __future__ import annotations
@@ -313,6 +314,21 @@ def replay_report(log_path: str, repeat: int) -> None:
           f"merged {s['merged']}")
     print(f"  same ids: {r['same_ids']}; max relative finish-time difference {r['max_rel_finish']:.3g}; "
           f"next_completion_s max relative difference {r['next_rel']:.3g}")
+    print("  " + batch_ends_per_group(log))
+
+
+def batch_ends_per_group(log: dict, min_flows: int = 1000) -> str:
+    """How many ``advance`` calls of a call log returned flows of each group of ``min_flows`` flows or more
+    (an op's batch ends, shared with whatever else finished then): median and max over those groups."""
+    group, done, n_done = log["group"], log["done"], log["n_done"]
+    keys, inverse, counts = np.unique(group, return_inverse=True, return_counts=True)
+    call = np.repeat(np.arange(n_done.size), n_done)          # the advance that returned each flow
+    pairs = np.unique(inverse[done] * np.int64(n_done.size + 1) + call)
+    per_group = np.bincount(pairs // (n_done.size + 1), minlength=keys.size)[counts >= min_flows]
+    if not per_group.size:
+        return f"no group of {min_flows:,}+ flows"
+    return (f"{per_group.size} groups of {min_flows:,}+ flows (median {int(np.median(counts[counts >= min_flows])):,} "
+            f"flows): advances returning their flows median {np.median(per_group):.0f}, max {per_group.max()}")
 
 
 def median_of(fn, repeat: int) -> dict:

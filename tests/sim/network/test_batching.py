@@ -1,14 +1,21 @@
-"""Completion batching bounded per group: independent jobs sharing a fabric, and whole all-to-alls.
+"""Completion batching bounded per group: independent jobs sharing a fabric, whole all-to-alls, and the
+stated bound (``docs/network.md``, "Accuracy knob").
 
 The error of ``completion_quantile`` must hold whatever else shares the fabric: a job's ops are not held
 up by batches taken over another job's flows. Checked against the exact solve (q = 0) with the tolerances
-of issue 14: makespan within 0.5 % and median op time within 1 % at the CLI default q = 0.01.
+of issue 14: makespan within 0.5 % and median op time within 1 % at the CLI default q = 0.01. The bound
+itself (``docs/network.md``): at any time a group holds (finished, bandwidth not yet handed on) at most
+``floor(q n_g)`` of the ``n_g`` flows it had in flight when the batch began (any fabric); on one shared
+link, with every flow starting together, each flow then finishes no earlier than exact and at most
+``q`` times its finish time later.
 """
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import topologies
 from sim.flows import run_flows
@@ -114,6 +121,83 @@ def test_a_group_smaller_than_one_over_q_is_solved_exactly():
         finish[q] = net.finish_s.copy()
         assert net.stats["steps"] == 20   # one step per completion
     np.testing.assert_array_equal(finish[0.0], finish[0.01])
+
+
+def drive_held(capacity, flows, q):
+    """Run ``flows`` ((start, links, size, group) tuples, by start) to the end; return every flow's finish
+    time and, for every ``advance``, per group: (flows it held: finished before the time ``advance``
+    returned them, flows it had in flight when the jump began)."""
+    net = FlowNetwork(np.asarray(capacity, dtype=float), completion_quantile=q)
+    finish = np.full(len(flows), np.nan)
+    checks = []
+    order = []
+
+    def add(t):
+        batch = [i for i, f in enumerate(flows) if f[0] == t]
+        ptr = np.r_[0, np.cumsum([len(flows[i][1]) for i in batch])]
+        idx = np.array([x for i in batch for x in flows[i][1]], dtype=np.int64)
+        net.add_flows(t, ptr, idx, np.array([flows[i][2] for i in batch]),
+                      group=np.array([flows[i][3] for i in batch]))
+        order.extend(batch)
+
+    pending = sorted({f[0] for f in flows})
+    while pending or net.num_active or net.has_completions:
+        if pending and (not (net.num_active or net.has_completions) or pending[0] <= net.now_s):
+            add(pending.pop(0))
+            continue
+        ids, _ = net.active_flows()
+        in_flight: dict = {}
+        for fid in ids.tolist():
+            g = flows[order[fid]][3]
+            in_flight[g] = in_flight.get(g, 0) + 1
+        t = net.next_completion_s()
+        if pending:
+            t = min(t, pending[0])
+        held: dict = {}
+        for fid, f_s in zip(net.advance(t).tolist(), net.last_finish_s.tolist(), strict=True):
+            finish[order[fid]] = f_s
+            if f_s < t - 1e-9 * t:
+                g = flows[order[fid]][3]
+                held[g] = held.get(g, 0) + 1
+        checks.append({g: (h, in_flight.get(g, 0)) for g, h in held.items()})
+    return finish, checks
+
+
+@st.composite
+def small_fabrics(draw):
+    links = draw(st.integers(1, 5))
+    capacity = draw(st.lists(st.sampled_from([1.0, 2.0, 3.0]), min_size=links, max_size=links))
+    n = draw(st.integers(2, 30))
+    flows = []
+    for _ in range(n):
+        path = sorted(set(draw(st.lists(st.integers(0, links - 1), min_size=1, max_size=3))))
+        flows.append((draw(st.sampled_from([0.0, 0.0, 1.0, 2.5])), path,
+                      float(draw(st.integers(1, 50))), draw(st.integers(0, 2))))
+    return capacity, flows
+
+
+@settings(max_examples=15, deadline=None)
+@given(small_fabrics(), st.sampled_from([0.1, 0.2, 0.5]))
+def test_no_group_holds_more_than_q_of_its_flows_in_flight(inst, q):
+    capacity, flows = inst
+    _, checks = drive_held(capacity, flows, q)
+    for by_group in checks:
+        for held, in_flight in by_group.values():
+            assert held <= np.floor(q * in_flight)
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.lists(st.integers(1, 1000), min_size=2, max_size=60), st.lists(st.integers(0, 3), min_size=60,
+       max_size=60), st.sampled_from([0.1, 0.2, 0.5]), st.sampled_from([1.0, 3.0]))
+def test_on_one_link_every_finish_is_within_the_bound_of_exact(sizes, groups, q, capacity):
+    # (q >= 0.1: groups of 1 / q flows or more hold flows.) One link, every flow starting at 0: batched
+    # = exact processor sharing on the capacity the held flows leave (at most q of it: docs/network.md),
+    # so a flow is never early and late by at most q x its finish time
+    flows = [(0.0, [0], float(b), g) for b, g in zip(sizes, groups, strict=False)]
+    exact, _ = drive_held([capacity], flows, 0.0)
+    fast, _ = drive_held([capacity], flows, q)
+    assert (fast >= exact * (1 - 1e-9)).all()
+    assert (fast - exact <= q * fast * (1 + 1e-9)).all()
 
 
 def a2a_makespans(num_gpus: int, graph, q: float) -> float:
