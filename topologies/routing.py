@@ -486,8 +486,27 @@ class Router:
         """
         src, via, dst, k_in, k_out = (np.array(x, dtype=np.int64) for x in np.broadcast_arrays(
             *(np.atleast_1d(np.asarray(v, dtype=np.int64)) for v in (src_gpu, via_gpu, dst_gpu, key_in, key_out))))
-        hop = np.where(via >= 0, via, src)   # no relay: a first leg from the GPU to itself (no links)
-        return chain_routes(self.route(src, hop, np.where(via >= 0, k_in, k_out)), self.route(hop, dst, k_out))
+        has = via >= 0
+        hop = np.where(has, via, src)
+        second = self.route(hop, dst, k_out)
+        if not has.any():
+            return second
+        lead = self.route(src[has], via[has], k_in[has])
+        # the first legs of all flows: the relayed ones' routes, an empty leg (one sub-flow, no link) elsewhere
+        n_sub = np.ones(len(src), dtype=np.int64)
+        n_sub[has] = np.diff(lead.sub_ptr)
+        sub_ptr = np.zeros(len(src) + 1, dtype=np.int64)
+        np.cumsum(n_sub, out=sub_ptr[1:])
+        mine = np.repeat(has, n_sub)
+        fraction = np.ones(int(sub_ptr[-1]))
+        fraction[mine] = lead.fraction
+        n_links = np.zeros(len(fraction), dtype=np.int64)
+        n_links[mine] = np.diff(lead.link_ptr)
+        link_ptr = np.zeros(len(fraction) + 1, dtype=np.int64)
+        np.cumsum(n_links, out=link_ptr[1:])
+        first = Routes(sub_ptr=sub_ptr, fraction=fraction, link_ptr=link_ptr,
+                       link_idx=lead.link_idx[lead.link_ptr[0]:lead.link_ptr[-1]])
+        return chain_routes(first, second)
 
     def path_nodes(self, link_ids) -> list[str]:
         """Node names along a path given as link ids (source GPU first); ``[]`` for no links."""
