@@ -149,8 +149,11 @@ class Preparer:
         return plan
 
     def _prepare(self, op: int) -> PreparedOp:
+        from sim.planning.pxn import merge_streamed
+
         rec = self._records[op]
-        plan = self.plan(op)
+        # a streamed PXN relay is one flow sender -> relay -> peer (sim.planning.pxn, "one flow")
+        plan, relay, relay_channel = merge_streamed(self.plan(op))
         src, dst = np.asarray(plan.src, np.int64), np.asarray(plan.dst, np.int64)
         nbytes = np.asarray(plan.bytes, np.float64)
         channel = np.asarray(plan.channel, np.int64)
@@ -165,7 +168,13 @@ class Preparer:
         leg = getattr(plan, "leg", None)
         is_leg = np.zeros(n, dtype=bool) if leg is None else np.asarray(leg) != 0
         routed = (src != dst) & ~is_leg
-        routes = self.router.route(src[routed], dst[routed], flow_key[routed]) if routed.any() else None
+        routes = None
+        if (relay[routed] >= 0).any():
+            base = flow_key_base(str(rec["comm"]))
+            routes = self.router.route_via(src[routed], relay[routed], dst[routed], base + relay_channel[routed],
+                                           flow_key[routed])
+        elif routed.any():
+            routes = self.router.route(src[routed], dst[routed], flow_key[routed])
         # sub-flows: one per route sub-flow; a leg or a local copy (src == dst) is one sub-flow
         sub_count = np.ones(n, dtype=np.int64)
         if routes is not None:

@@ -466,6 +466,48 @@ class Router:
         link_ptr = np.concatenate([[0], np.cumsum(present.sum(axis=1))])
         return Routes(sub_ptr=sub_ptr, fraction=fraction, link_ptr=link_ptr, link_idx=full[present])
 
+    def route_via(self, src_gpu, via_gpu, dst_gpu, key_in=0, key_out=0) -> Routes:
+        """Routes of flows relayed through GPU ``via_gpu`` (``-1``: no relay): ``src -> via`` then ``via -> dst``.
+
+        A streamed PXN relay (:func:`sim.planning.pxn.merge_streamed`) is one flow over both legs: its
+        path is the sender's hop to the relay (NVLink, ``key_in``) followed by the relay's network path,
+        hashed as the sender's connection (``key_out``), exactly the links the two legs would take as
+        separate flows. A flow without a relay is routed as :meth:`route` routes ``src -> dst`` with
+        ``key_out``. Sub-flows are every pair of the legs' sub-flows (fractions multiplied).
+
+        Examples
+        --------
+        >>> from topologies import rail_optimized
+        >>> router = Router(rail_optimized(num_gpus=16))
+        >>> r = router.route_via([0, 0], [1, -1], [9, 9], 0, 7)
+        >>> via = router.path_nodes(r.links_of(0))
+        >>> via == router.path(0, 1) + router.path(1, 9, 7)[1:], router.path_nodes(r.links_of(1)) == router.path(0, 9, 7)
+        (True, True)
+        """
+        src, via, dst, k_in, k_out = (np.array(x, dtype=np.int64) for x in np.broadcast_arrays(
+            *(np.atleast_1d(np.asarray(v, dtype=np.int64)) for v in (src_gpu, via_gpu, dst_gpu, key_in, key_out))))
+        has = via >= 0
+        hop = np.where(has, via, src)
+        second = self.route(hop, dst, k_out)
+        if not has.any():
+            return second
+        lead = self.route(src[has], via[has], k_in[has])
+        # the first legs of all flows: the relayed ones' routes, an empty leg (one sub-flow, no link) elsewhere
+        n_sub = np.ones(len(src), dtype=np.int64)
+        n_sub[has] = np.diff(lead.sub_ptr)
+        sub_ptr = np.zeros(len(src) + 1, dtype=np.int64)
+        np.cumsum(n_sub, out=sub_ptr[1:])
+        mine = np.repeat(has, n_sub)
+        fraction = np.ones(int(sub_ptr[-1]))
+        fraction[mine] = lead.fraction
+        n_links = np.zeros(len(fraction), dtype=np.int64)
+        n_links[mine] = np.diff(lead.link_ptr)
+        link_ptr = np.zeros(len(fraction) + 1, dtype=np.int64)
+        np.cumsum(n_links, out=link_ptr[1:])
+        first = Routes(sub_ptr=sub_ptr, fraction=fraction, link_ptr=link_ptr,
+                       link_idx=lead.link_idx[lead.link_ptr[0]:lead.link_ptr[-1]])
+        return chain_routes(first, second)
+
     def path_nodes(self, link_ids) -> list[str]:
         """Node names along a path given as link ids (source GPU first); ``[]`` for no links."""
         ids = np.asarray(link_ids, dtype=np.int64)
@@ -664,6 +706,38 @@ class Router:
         return out, count
 
 
+def chain_routes(first: Routes, second: Routes) -> Routes:
+    """Flow ``i`` of ``first`` followed by flow ``i`` of ``second``: every pair of their sub-flows, links of
+    the first leg then the second's, fractions multiplied.
+
+    Examples
+    --------
+    >>> a = Routes(np.array([0, 1, 2]), np.ones(2), np.array([0, 1, 1]), np.array([4]))
+    >>> b = Routes(np.array([0, 1, 3]), np.array([1.0, 0.5, 0.5]), np.array([0, 2, 3, 4]), np.array([5, 6, 7, 8]))
+    >>> c = chain_routes(a, b)
+    >>> c.sub_ptr.tolist(), c.fraction.tolist(), [c.links_of(j).tolist() for j in range(3)]
+    ([0, 1, 3], [1.0, 0.5, 0.5], [[4, 5, 6], [7], [8]])
+    """
+    na, nb = np.diff(first.sub_ptr), np.diff(second.sub_ptr)
+    n = na * nb
+    sub_ptr = np.zeros(len(n) + 1, dtype=np.int64)
+    np.cumsum(n, out=sub_ptr[1:])
+    flow = np.repeat(np.arange(len(n), dtype=np.int64), n)
+    k = np.arange(int(sub_ptr[-1]), dtype=np.int64) - sub_ptr[:-1][flow]
+    ia = first.sub_ptr[:-1][flow] + k // nb[flow]
+    ib = second.sub_ptr[:-1][flow] + k % nb[flow]
+    la = np.diff(first.link_ptr)[ia]
+    lb = np.diff(second.link_ptr)[ib]
+    link_ptr = np.zeros(len(ia) + 1, dtype=np.int64)
+    np.cumsum(la + lb, out=link_ptr[1:])
+    link_idx = np.empty(int(link_ptr[-1]), dtype=np.int64)
+    for legs, rows, count, at in ((first, ia, la, link_ptr[:-1]), (second, ib, lb, link_ptr[:-1] + la)):
+        off = np.arange(int(count.sum()), dtype=np.int64) - np.repeat(np.cumsum(count) - count, count)
+        link_idx[np.repeat(at, count) + off] = legs.link_idx[np.repeat(legs.link_ptr[:-1][rows], count) + off]
+    return Routes(sub_ptr=sub_ptr, fraction=first.fraction[ia] * second.fraction[ib], link_ptr=link_ptr,
+                  link_idx=link_idx)
+
+
 def _bfs_hops(edge_src: np.ndarray, edge_dst: np.ndarray, n: int, sources: np.ndarray) -> np.ndarray:
     """Hops from each source to every node over directed edges (``edge_src`` sorted), ``_INF`` if unreachable.
 
@@ -733,4 +807,4 @@ def _unrank(weights: np.ndarray, rank: np.ndarray) -> tuple[np.ndarray, np.ndarr
 
 
 __all__ = ["MAX_SPRAY_PATHS", "ROUTING_MODES", "WALK", "WALK_CALL_S", "WALK_FLOW_S", "WALK_LOAD_S", "WALK_MIN_FLOWS",
-           "Router", "Routes", "charge_walk", "link_table", "use_compiled_walk"]
+           "Router", "Routes", "chain_routes", "charge_walk", "link_table", "use_compiled_walk"]

@@ -36,12 +36,14 @@ network's batching, which looks at every flow in flight, is the one coupling a r
 from __future__ import annotations
 
 import inspect
+import weakref
 from collections import Counter
 from collections.abc import Callable, Sequence
 
 import numpy as np
 
 from sim.engine.clock import EVENT, START, Clock
+from sim.engine.csr import csr_take
 from sim.engine.flowlog import FlowKeep, FlowLog, FlowSample
 from sim.engine.log import EngineLog
 from sim.engine.materialise import materialise
@@ -164,6 +166,11 @@ class Engine:
         if memoize:
             self.netproc.on_segment = self._record_segment
             self.runner.on_flows = self._record_flows
+        # per op, the links its flows move bytes on (shared per prepared op): what the results ask of the
+        # delayed ops after the run, when the prepared ops are gone (preparing them again costs a plan and
+        # a route each)
+        self.op_used: list = [None] * w.n_ops
+        self._used_of: dict[int, np.ndarray] = {}
         self.memo_hits = self.memo_records = self.materialised = 0
         self.ops_done = 0
         self._all_done = self.clock.event()
@@ -252,6 +259,7 @@ class Engine:
         batch = np.bincount(np.concatenate(fps), minlength=len(self.link_users)) if len(fps) > 1 else None
         for op, prep, fp in zip(started, preps, fps, strict=True):
             self.op_algo[op] = prep.algo
+            self.op_used[op] = self._used_links(prep, fp)
             busy = bool(self.link_users[fp].any())
             if busy:  # other ops in flight on this footprint: they are no longer alone
                 for other, fl in list(self.inflight.items()):
@@ -280,6 +288,17 @@ class Engine:
                 self.link_owner[fp] = op
                 self.runner.set_hold(op, True)
             self.runner.launch(op, prep, t)
+
+    def _used_links(self, prep: PreparedOp, fp: np.ndarray) -> np.ndarray:
+        """Sorted link ids of ``prep``'s sub-flows that move bytes (its footprint when all of them do)."""
+        used = self._used_of.get(id(prep))
+        if used is None:
+            moving = prep.sub_bytes > 0
+            used = fp if moving.all() else np.unique(csr_take(prep.sub_link_ptr, prep.sub_link_idx,
+                                                              np.flatnonzero(moving))[1]).astype(np.int64)
+            self._used_of[id(prep)] = used
+            weakref.finalize(prep, self._used_of.pop, id(prep), None)
+        return used
 
     def _materialise(self, op: int, fl: InFlight, t: float) -> None:
         materialise(self, op, fl, t)
@@ -388,7 +407,8 @@ class Engine:
             network_events=self.netproc.events, memo_materialised=self.materialised,
             step_issue_s=self.step_issue, workload=self.w, n_flows=self.log.released,
             flow_stride=self.kept.stride if self.kept is not None else 0, incast=incast,
-            prepare=getattr(self.ops, "preparer", None) or self.ops.__getitem__, peak_live_flows=self.log.peak_live)
+            prepare=getattr(self.ops, "preparer", None) or self.ops.__getitem__, peak_live_flows=self.log.peak_live,
+            op_used_links=self.op_used)
 
     def _horizon(self) -> float:
         """No flow handed to the sinks from now on starts before this time: flows still to come belong

@@ -49,6 +49,7 @@ class EngineLog:
     incast: object = None
     prepare: Callable[[int], PreparedOp] | None = None
     peak_live_flows: int = 0   # the most flow-log rows in use at once
+    op_used_links: list | None = None   # per op started, :meth:`used_links` as the engine saw it (None: ask)
 
     def __post_init__(self) -> None:
         if self.n_flows < 0:
@@ -58,6 +59,8 @@ class EngineLog:
         """Sorted link ids that carried op ``op``'s flows (the links of its sub-flows that move bytes)."""
         if self.prepare is None or self.flow_stride == 1:   # every flow is in the log
             _, links = csr_take(self.paths.ptr, self.paths.links, np.unique(self.flow_path[self.flow_op == op]))
+        elif self.op_used_links is not None and self.op_used_links[op] is not None:
+            return self.op_used_links[op]   # the same links, kept by the engine (no second plan and route)
         else:
             prep = self.prepare(op)
             _, links = csr_take(prep.sub_link_ptr, prep.sub_link_idx, np.flatnonzero(prep.sub_bytes > 0))

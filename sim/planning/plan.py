@@ -50,6 +50,10 @@ class TransferPlan:
         Diagnostics: the algorithm step (ring step, chain hop, tree level) and the chunk of each transfer.
     leg : ndarray of int8, optional
         :data:`LEG_PATH`, :data:`LEG_UP` or :data:`LEG_DOWN` per transfer (``None``: all paths).
+    stream_next : ndarray of bool, optional
+        True where transfer ``i`` is the NVLink leg of a streamed PXN relay whose bytes go on through
+        ``dst[i]`` as transfer ``i + 1`` while they arrive (:func:`sim.planning.pxn.apply_pxn`); a consumer
+        may run the pair as one flow (:func:`sim.planning.pxn.merge_streamed`). ``None``: no such pair.
     """
 
     src: np.ndarray
@@ -64,6 +68,7 @@ class TransferPlan:
     step: np.ndarray | None = None
     chunk: np.ndarray | None = None
     leg: np.ndarray | None = None
+    stream_next: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.src)

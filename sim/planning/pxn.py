@@ -25,6 +25,19 @@ The relayed transfer becomes two: sender -> relay over NVLink, then relay -> pee
 ring's or tree's chunk is stored and forwarded (the second after the first); a direct plan's message
 streams through the relay (both at once, :func:`apply_pxn`). What waited for the original waits for the
 second, and the second hashes as the sender's own connection (:data:`CONNECTION_STRIDE`).
+
+A streamed pair is marked in the plan (``TransferPlan.stream_next``) and the flow tier runs it as **one
+flow** over both legs' links (:func:`merge_streamed`, ``Router.route_via``). NCCL's proxy thread on the
+relay (``sendProxyProgress`` in ``src/transport/net.cc``, NCCL master 5067397) hands the sending GPU at
+most ``NCCL_STEPS`` (8, ``src/include/device.h``) buffer slots beyond the last network send completed
+(``posted < done + maxDepth``), ``isend``s a slot to the network once the GPU's write of it shows in
+``recvTail``, and gives the slot back (``sendMem->head = base + done``) only when that send completes; a
+slot holds one ``NCCL_P2P_NET_CHUNKSIZE`` chunk (128 KiB, ``src/init.cc``) for p2p. So the NVLink leg is
+never more than 8 chunks ahead of the network leg: the pair moves at the slower leg's rate, one flow at
+the min rate of both legs' links. Two independent max-min flows are not that pipeline: the NVLink leg
+would finish early at its own rate (as if the relay buffered the whole message) and leave its NVLink
+links idle while the network leg still drains. The plan's other consumers (the analytical tier, the
+reference bound) read the two legs.
 """
 
 from __future__ import annotations
@@ -37,8 +50,8 @@ import numpy as np
 
 from sim.planning.plan import LEG_PATH, TransferPlan, excl_cumsum
 
-__all__ = ["CONNECTION_STRIDE", "apply_pxn", "network_rails", "nvlink_domains", "pxn_relays", "relay_plan",
-           "server_mates"]
+__all__ = ["CONNECTION_STRIDE", "apply_pxn", "merge_streamed", "network_rails", "nvlink_domains", "pxn_relays",
+           "relay_plan", "server_mates"]
 
 _I64 = np.int64
 #: a relayed network leg's channel is ``channel + CONNECTION_STRIDE * (1 + original sender)``: above NCCL's
@@ -221,8 +234,9 @@ def apply_pxn(plan: TransferPlan, relay: np.ndarray, pipelined: bool = False) ->
     By default the network leg waits for the NVLink leg (store and forward: a ring's chunk). With
     ``pipelined`` both legs start together and pay the transfer's delay (a direct plan's whole message:
     NCCL's proxy on the relay sends each 128 KiB chunk, ``NCCL_P2P_NET_CHUNKSIZE``, as it arrives, so the
-    message streams through the relay; the one-chunk lag is not modelled). Either way, what waited for
-    the original waits for the network leg.
+    message streams through the relay; the one-chunk lag is not modelled), and the NVLink leg is marked
+    ``stream_next`` (:func:`merge_streamed` makes the pair one flow). Either way, what waited for the
+    original waits for the network leg.
 
     Examples
     --------
@@ -233,8 +247,8 @@ def apply_pxn(plan: TransferPlan, relay: np.ndarray, pipelined: bool = False) ->
     >>> q.src.tolist(), q.dst.tolist(), q.dep_idx.tolist(), q.delay_s.tolist()
     ([0, 1], [1, 3], [0], [1e-06, 0.0])
     >>> q = apply_pxn(p, np.array([1]), pipelined=True)
-    >>> q.src.tolist(), q.dst.tolist(), q.dep_ptr.tolist(), q.delay_s.tolist()
-    ([0, 1], [1, 3], [0, 0, 0], [1e-06, 1e-06])
+    >>> q.src.tolist(), q.dst.tolist(), q.dep_ptr.tolist(), q.delay_s.tolist(), q.stream_next.tolist()
+    ([0, 1], [1, 3], [0, 0, 0], [1e-06, 1e-06], [True, False])
     """
     relay = np.asarray(relay, dtype=_I64)
     hop = relay >= 0
@@ -271,6 +285,7 @@ def apply_pxn(plan: TransferPlan, relay: np.ndarray, pipelined: bool = False) ->
         return out
 
     leg = plan.leg if plan.leg is not None else np.full(n, LEG_PATH, np.int8)
+    stream = spread(np.zeros(n, bool) if plan.stream_next is None else plan.stream_next, None, pipelined)
     # the network leg is the sender's own connection at the relay's proxy (one per sender and channel): its
     # channel, which keys its ECMP hash, says whose it is, so the relayed sends of different senders to one
     # peer do not all hash alike
@@ -280,7 +295,65 @@ def apply_pxn(plan: TransferPlan, relay: np.ndarray, pipelined: bool = False) ->
         bytes=spread(plan.bytes), channel=spread(plan.channel, connection.astype(plan.channel.dtype)),
         delay_s=spread(plan.delay_s) if pipelined else spread(plan.delay_s, 0.0),
         dep_ptr=ptr, dep_idx=dep, step=None if plan.step is None else spread(plan.step),
-        chunk=None if plan.chunk is None else spread(plan.chunk), leg=spread(leg))
+        chunk=None if plan.chunk is None else spread(plan.chunk), leg=spread(leg),
+        stream_next=stream if stream.any() else None)
+
+
+def merge_streamed(plan: TransferPlan) -> tuple[TransferPlan, np.ndarray, np.ndarray]:
+    """``plan`` with every streamed relay pair (``stream_next``) as one transfer sender -> peer.
+
+    The merged transfer is the network leg with the NVLink leg's sender as its source: its bytes, channel
+    (the sender's connection), delay and dependencies; what waited for either leg waits for it.
+
+    Returns
+    -------
+    plan : TransferPlan
+        The merged plan (``stream_next`` cleared; the plan itself when it has no pair).
+    relay : ndarray of int64
+        Per transfer, the relay GPU its path passes (``-1``: none).
+    relay_channel : ndarray of int64
+        Per transfer, the channel of its first leg (the NVLink hop's flow key; its own channel where no
+        relay).
+
+    Examples
+    --------
+    >>> p = TransferPlan(src=np.array([0, 5], np.int32), dst=np.array([3, 6], np.int32), bytes=np.array([8.0, 2.0]),
+    ...                  channel=np.zeros(2, np.int32), delay_s=np.array([1e-6, 0.0]), dep_ptr=np.array([0, 0, 1]),
+    ...                  dep_idx=np.array([0]), algo="direct", proto="Simple")
+    >>> q, relay, ch = merge_streamed(apply_pxn(p, np.array([1, -1]), pipelined=True))
+    >>> q.src.tolist(), q.dst.tolist(), relay.tolist(), q.dep_idx.tolist(), q.channel.tolist(), ch.tolist()
+    ([0, 5], [3, 6], [1, -1], [0], [64, 0], [0, 0])
+    """
+    n = len(plan)
+    stream = np.zeros(n, bool) if plan.stream_next is None else np.asarray(plan.stream_next, bool)
+    channel = np.asarray(plan.channel, _I64)
+    if not stream.any():
+        return plan, np.full(n, -1, _I64), channel
+    first = np.flatnonzero(stream)
+    second = first + 1
+    if second[-1] >= n or stream[second].any() or (plan.src[second] != plan.dst[first]).any():
+        raise ValueError("stream_next must mark an NVLink leg followed by its network leg from the relay")
+    keep = ~stream
+    new = np.cumsum(keep) - 1
+    target = new.copy()
+    target[first] = new[second]   # a wait for the NVLink leg becomes a wait for the whole message
+    counts = np.diff(plan.dep_ptr)
+    dep = target[plan.dep_idx[np.repeat(keep, counts)]]
+    src = np.asarray(plan.src).copy()
+    src[second] = plan.src[first]
+    relay = np.full(n, -1, _I64)
+    relay[second] = plan.dst[first]
+    first_channel = channel.copy()
+    first_channel[second] = channel[first]
+
+    def kept(a):
+        return None if a is None else np.asarray(a)[keep]
+
+    merged = dataclasses.replace(
+        plan, src=src[keep], dst=kept(plan.dst), bytes=kept(plan.bytes), channel=kept(plan.channel),
+        delay_s=kept(plan.delay_s), dep_ptr=excl_cumsum(counts[keep]), dep_idx=dep.astype(_I64),
+        step=kept(plan.step), chunk=kept(plan.chunk), leg=kept(plan.leg), stream_next=None)
+    return merged, relay[keep], first_channel[keep]
 
 
 def relay_plan(plan: TransferPlan, server: dict[int, int], graph, mode: bool | None) -> TransferPlan:

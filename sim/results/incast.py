@@ -2,7 +2,8 @@
 
 A flow occupies every link of its path from its start until its last byte is sent. At a switch egress port
 (a directed link leaving a network switch; NVSwitch ports are left out: NVLink is credit-based and does not
-drop), the *fan-in* at time t is the number of distinct source GPUs with a flow through the port at t, and
+drop), the *fan-in* at time t is the number of distinct source GPUs with a flow through the port at t (the
+GPU whose NIC the flow enters the network from: a PXN relay for a relayed flow), and
 the *demand* is the sum of their line rates (a sender's line rate is the slowest link of its path before
 the port, usually its NIC). An incast event is a maximal interval with fan-in >= 2 and demand above the
 port's capacity. Its estimated burst, the bytes the port must buffer before the senders slow down, is
@@ -35,29 +36,50 @@ def empty_incast() -> pd.DataFrame:
 
 def port_table(links: pd.DataFrame, graph: nx.Graph) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Per directed link: is it a switch egress port, its capacity (Gbps), its latency (us), and the GPU
-    it leaves from (-1: not a GPU)."""
+    whose NIC it leaves (-1: it leaves no GPU, or it is an NVLink link: a flow enters the network there)."""
     kind = nx.get_node_attributes(graph, "kind")
     src_names = links["src"].to_numpy()
     is_port = np.array([kind.get(s) in _SWITCH_KINDS for s in src_names]) & (links["kind"].to_numpy() != "nvlink")
     cap = links["capacity_gbps"].to_numpy(np.float64)
     lat_us = links["latency_us"].to_numpy(np.float64)
     gpu_of_src = np.array([int(str(s)[3:]) if kind.get(s) == "gpu" else -1 for s in src_names], dtype=np.int64)
+    gpu_of_src[links["kind"].to_numpy() == "nvlink"] = -1
     return is_port, cap, lat_us, gpu_of_src
 
 
 def path_table(ptr: np.ndarray, plinks: np.ndarray, cap: np.ndarray, lat_us: np.ndarray,
                gpu_of_src: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per path incidence: the upstream line rate (slowest earlier link; inf at the first); per path: its
-    one-way latency (s) and its sender GPU (-1 for a path without links)."""
+    """Per path incidence: the upstream line rate (slowest earlier link from the network entry; inf before
+    and at it); per path: its one-way latency (s) from the network entry and its sender GPU (-1 for a
+    path that never leaves a GPU's NIC).
+
+    The sender is the GPU whose NIC puts the flow into the network (``gpu_of_src`` of :func:`port_table`):
+    a streamed PXN relay's flow (sender -> relay over NVLink -> peer) enters at the relay, whose NIC carries
+    all the senders it relays, so it counts once and at its own line rate, as when the relay's network leg
+    was a flow of its own.
+
+    Examples
+    --------
+    >>> up, lat, who = path_table(np.array([0, 3, 5]), np.array([0, 1, 2, 1, 2]), np.array([900.0, 400.0, 400.0]),
+    ...                           np.array([0.5, 1.0, 1.0]), np.array([-1, 7, -1]))   # link 0: NVLink
+    >>> up.tolist(), lat.tolist(), who.tolist()
+    ([inf, inf, 400.0, inf, 400.0], [2e-06, 2e-06], [7, 7])
+    """
     n_paths = len(ptr) - 1
+    ptr = np.asarray(ptr, np.int64) - ptr[0]
     deg = np.diff(ptr)
     inc_path = np.repeat(np.arange(n_paths), deg)
-    capi = pd.Series(cap[plinks])
-    upstream = capi.groupby(inc_path).cummin().groupby(inc_path).shift(1).fillna(np.inf).to_numpy()
-    path_lat_s = np.bincount(inc_path, weights=lat_us[plinks], minlength=n_paths) * 1e-6
+    gpu = gpu_of_src[plinks]
+    entry = np.zeros(n_paths, dtype=np.int64)   # position of the first link out of a GPU's NIC (0: none)
     path_sender = np.full(n_paths, -1, dtype=np.int64)
-    nz = deg > 0
-    path_sender[nz] = gpu_of_src[plinks[ptr[:-1][nz]]]
+    out = np.flatnonzero(gpu >= 0)
+    has, first = np.unique(inc_path[out], return_index=True)
+    entry[has] = out[first] - ptr[has]
+    path_sender[has] = gpu[out[first]]
+    after = np.arange(len(plinks)) - ptr[:-1][inc_path] >= entry[inc_path]
+    capi = pd.Series(np.where(after, cap[plinks], np.inf))
+    upstream = capi.groupby(inc_path).cummin().groupby(inc_path).shift(1).fillna(np.inf).to_numpy()
+    path_lat_s = np.bincount(inc_path, weights=np.where(after, lat_us[plinks], 0.0), minlength=n_paths) * 1e-6
     return upstream, path_lat_s, path_sender
 
 

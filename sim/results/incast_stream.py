@@ -19,8 +19,9 @@ relies on one fact the engine provides (``set_horizon``): no flow handed over la
 Rounds run when enough incidences are waiting, and once more at the end (``close``, ``W`` = inf). Memory is
 what is not final: the flows since the horizon, not the run's flows. Fan-in and the event times are the
 sweep's exactly; demand sums the same rates in another order (float rounding, far below the 1e-9
-threshold margin). The round trip per port, the median one-way latency of the port's incidences, is kept
-as counts per distinct latency, reduced at every round (so it never holds one entry per incidence).
+threshold margin). The round trip per port, the median one-way latency of the port's incidences, comes
+from a count of flows per path (a path's latency is the same at each of its ports), expanded to counts per
+(port, latency) at the end: it never holds one entry per incidence.
 """
 
 from __future__ import annotations
@@ -79,8 +80,9 @@ class IncastStream:
         self._run_on = np.zeros(n, bool)
         self._run = np.zeros((n, 4))   # t0, t1, max fan-in, max demand of a port's open run
         self._events: list[tuple] = []
-        self._lat = (np.zeros(0, _I), np.zeros(0), np.zeros(0, _I))   # port, latency, count
-        self._lat_new: list[tuple] = []
+        self._lat = (np.zeros(0, _I), np.zeros(0), np.zeros(0, _I))   # port, latency, count (at close)
+        self._path_flows = np.zeros(0, _I)   # flows per path so far: each adds its path's latency at its ports
+        self._paths = None   # the path table the flows come with
         self.table: pd.DataFrame | None = None
         self.peak_waiting = 0
 
@@ -100,6 +102,7 @@ class IncastStream:
         self._up = np.concatenate([self._up, up])
         self._plat = np.concatenate([self._plat, plat])
         self._sender = np.concatenate([self._sender, sender])
+        self._path_flows = np.concatenate([self._path_flows, np.zeros(n1 - n0, _I)])
         self._n_paths = n1
 
     def add(self, cols: dict, paths) -> None:
@@ -109,8 +112,10 @@ class IncastStream:
         if len(fl) == 0:
             return
         self._paths_up_to(paths)
+        self._paths = paths
         ptr, plinks = paths.ptr, paths.links
         fpath = cols["path"][fl]
+        self._path_flows += np.bincount(fpath, minlength=self._n_paths)
         fptr, _ = csr_take(ptr, plinks, fpath)
         fdeg = np.diff(fptr)
         pos = np.arange(fptr[-1]) - np.repeat(fptr[:-1] - ptr[fpath], fdeg)
@@ -123,13 +128,9 @@ class IncastStream:
         p = fpath[inc]
         self._pending.append((port, self._sender[p], t0[fl][inc], t1[fl][inc],
                               np.minimum(self._up[pos], self.cap[port])))
-        self._lat_new.append((port, self._plat[p]))
         self._n_pending += len(port)
         if self._n_pending >= self.chunk:
             self._round(float(self.horizon()))
-            # the latencies seen so far as counts per (port, latency): a few distinct path latencies per
-            # port, instead of one entry per incidence of the run (256 MB at 256 GPUs)
-            self._reduce_latencies()
             waiting = len(self._open[0]) + len(self._left[0])
             self.peak_waiting = max(self.peak_waiting, waiting + self._n_pending)
             self.chunk = max(self.chunk, 2 * waiting)   # amortised: a round frees at least half of a chunk
@@ -137,11 +138,11 @@ class IncastStream:
     def close(self, paths=None) -> None:
         """The run is over: a last round finalises everything; ``table`` holds the events."""
         self._round(np.inf)
-        self._reduce_latencies()
         if not self._events:
             self.table = empty_incast()
             return
         port, t0, t1, fan, dem = (np.concatenate(x) for x in zip(*self._events, strict=True))
+        self._reduce_latencies(paths if paths is not None else self._paths)
         self.table = events_frame(self.links, port, t0, t1, fan, dem, 2 * self._median_latency(port))
 
     # -- a round ---------------------------------------------------------------------------------------
@@ -238,13 +239,20 @@ class IncastStream:
         self._run[ports] = np.column_stack([t[first][op], tn[lastp][op], fmax[op], dmax[op]])
 
     # -- round trips -----------------------------------------------------------------------------------
-    def _reduce_latencies(self) -> None:
-        if not self._lat_new:
+    def _reduce_latencies(self, paths) -> None:
+        """The latencies of every port's incidences as counts per (port, latency): each path's latency
+        at each of its ports, as many times as flows took the path (counted per path as flows came, one
+        bincount per hand-over instead of one entry per incidence)."""
+        used = np.flatnonzero(self._path_flows)
+        if paths is None or not len(used):
             return
-        port = np.concatenate([self._lat[0], *(x[0] for x in self._lat_new)])
-        val = np.concatenate([self._lat[1], *(x[1] for x in self._lat_new)])
-        cnt = np.concatenate([self._lat[2], *(np.ones(len(x[0]), _I) for x in self._lat_new)])
-        self._lat_new = []
+        fptr, _ = csr_take(paths.ptr, paths.links, used)
+        deg = np.diff(fptr)
+        pos = np.arange(fptr[-1]) - np.repeat(fptr[:-1] - paths.ptr[used], deg)
+        path = np.repeat(used, deg)
+        port = paths.links[pos]
+        keep = self.is_port[port]
+        port, val, cnt = port[keep], self._plat[path[keep]], self._path_flows[path[keep]]
         order = np.lexsort((val, port))
         port, val, cnt = port[order], val[order], cnt[order]
         new = np.r_[True, (port[1:] != port[:-1]) | (val[1:] != val[:-1])]

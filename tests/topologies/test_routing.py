@@ -8,7 +8,7 @@ from collections import Counter
 import networkx as nx
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.stats import chisquare
 
@@ -235,6 +235,36 @@ def test_pxn_hops_over_nvlink_to_the_destination_rail():
     assert pxn.path(0, 13) == ["gpu0", "nvs0", "gpu5", "su0_rail5", "gpu13"]
     assert pxn.path(0, 8) == plain.path(0, 8) == ["gpu0", "su0_rail0", "gpu8"]  # same rail: no detour
     assert pxn.path(0, 5) == ["gpu0", "nvs0", "gpu5"]  # same server: NVLink
+
+
+_RELAY_FABRIC = leaf_spine(32, gpus_per_server=4, gpus_per_leaf=8)
+
+
+@settings(max_examples=12, deadline=None)
+@given(st.integers(0, 2**31), st.sampled_from(["ecmp", "spray", "single"]))
+def test_a_relayed_route_is_the_two_legs_one_after_the_other(seed, routing):
+    """``route_via`` (a streamed PXN relay as one flow): every sub-flow is a sub-flow of src -> via followed by
+    one of via -> dst (hashed with their own keys), all pairs once, fractions multiplied; no relay: ``route``."""
+    router = Router(_RELAY_FABRIC, routing=routing, seed=seed % 7)
+    rng = np.random.default_rng(seed)
+    n = 16
+    src, dst = rng.integers(0, 32, n), rng.integers(0, 32, n)
+    via = np.where(rng.random(n) < 0.7, rng.integers(0, 32, n), -1)
+    k_in, k_out = rng.integers(0, 1 << 20, n), rng.integers(0, 1 << 20, n)
+    routes = router.route_via(src, via, dst, k_in, k_out)
+    np.testing.assert_allclose(np.add.reduceat(routes.fraction, routes.sub_ptr[:-1]), 1.0)
+    for i in range(n):
+        got = sorted((tuple(p), round(f, 12)) for p, f in zip(paths_of(router, routes, i),
+                                                             routes.fraction[routes.sub_ptr[i]:routes.sub_ptr[i + 1]], strict=True))
+        if via[i] < 0:
+            legs = router.route(src[i], dst[i], k_out[i])
+            want = [(tuple(p), round(f, 12)) for p, f in zip(paths_of(router, legs, 0), legs.fraction, strict=True)]
+        else:
+            a, b = router.route(src[i], via[i], k_in[i]), router.route(via[i], dst[i], k_out[i])
+            want = [(tuple(pa + pb[1:] if pa and pb else pa or pb), round(fa * fb, 12))
+                    for pa, fa in zip(paths_of(router, a, 0), a.fraction, strict=True)
+                    for pb, fb in zip(paths_of(router, b, 0), b.fraction, strict=True)]
+        assert got == sorted(want)
 
 
 def test_rail_only_crosses_nvlink_between_rails():

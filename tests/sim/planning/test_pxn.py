@@ -11,7 +11,7 @@ import topologies
 from sim.errors import SimError
 from sim.planning.collectives import plan_collective
 from sim.planning.options import PlanOptions
-from sim.planning.pxn import CONNECTION_STRIDE, apply_pxn, network_rails
+from sim.planning.pxn import CONNECTION_STRIDE, apply_pxn, merge_streamed, network_rails
 
 
 def split(plan, gps):
@@ -74,6 +74,18 @@ def test_apply_pxn_keeps_every_dependency(servers, gps, seed, pipelined):
             assert q.channel[first] == plan.channel[i]
         else:
             assert got == want
+    # a streamed pair is one transfer sender -> peer again (the flow tier's one flow): the original plan
+    # with the relay noted and the network leg's channel; a stored-and-forwarded pair stays two
+    merged, via, via_channel = merge_streamed(q)
+    assert q.stream_next is None if not (pipelined and hop.any()) else q.stream_next.sum() == hop.sum()
+    if not pipelined:
+        assert merged is q and (via == -1).all()
+        return
+    for name in ("src", "dst", "bytes", "delay_s", "dep_ptr", "dep_idx", "step", "chunk"):
+        np.testing.assert_array_equal(getattr(merged, name), getattr(plan, name))
+    np.testing.assert_array_equal(via, relay)
+    np.testing.assert_array_equal(merged.channel, np.where(hop, q.channel[pos], plan.channel))
+    np.testing.assert_array_equal(via_channel, plan.channel)
 
 
 def test_pxn_modes():
@@ -108,6 +120,35 @@ def test_sendrecv_leaves_on_the_receivers_rail_on_every_preset(preset):
     # same local rank: no relay; NCCL_PXN_DISABLE=1: none
     assert plan_collective("Send", 1 << 20, [3, 11], graph=g).src.tolist() == [3]
     assert plan_collective("Send", 1 << 20, [7, 8], graph=g, pxn=False).src.tolist() == [7]
+
+
+def test_a_streamed_relay_is_one_flow_sender_to_peer(tmp_path):
+    """The flow tier runs a relayed Send as one flow gpu7 -> gpu0 (NVLink) -> gpu8 (network): one flow whose
+    src/dst are the sender and the peer, its bytes over both legs' links, its time the message at the NIC's
+    rate (the slower leg) plus the software delay and both legs' latencies."""
+    import pandas as pd
+
+    import sim
+    from traces.schema import new_metadata, validate
+
+    size = 1 << 24
+    base = dict(comm="pp", seq=0, count=size, dtype="uint8", bytes=size, nranks=2, t_start_s=0.0, duration_s=np.nan,
+                host="", device=-1, context="", algo="", proto="")
+    df = pd.DataFrame([dict(base, rank=7, op="Send", root=1), dict(base, rank=8, op="Recv", root=0)])
+    df.attrs["collsim"] = new_metadata(16, {"pp": [7, 8]}, "test", gpus_per_node=8)
+    g = topologies.build("rail_optimized", num_gpus=16)
+    res = sim.simulate(validate(df), g, flows_out=tmp_path / "flows.parquet")
+    plan = plan_collective("Send", size, [7, 8], graph=g)
+    assert res.summary["flows"] == 1 and plan.src.tolist() == [7, 0]
+    f = pd.read_parquet(tmp_path / "flows.parquet").iloc[0]
+    assert (f["src"], f["dst"], f["hops"]) == ("gpu7", "gpu8", 4)
+    links = res.links.set_index(["src", "dst"])["bytes"]
+    assert [links[hop] for hop in [("gpu7", "nvs0"), ("nvs0", "gpu0"), ("gpu0", "su0_rail0")]] == [size] * 3
+    lat_s = sum(g.edges[u, v]["latency_us"] for u, v in [("gpu7", "nvs0"), ("nvs0", "gpu0"), ("gpu0", "su0_rail0"),
+                                                          ("su0_rail0", "gpu8")]) * 1e-6
+    nic_bytes_per_s = g.edges["gpu0", "su0_rail0"]["capacity_gbps"] * 1e9 / 8
+    want = plan.delay_s[1] + size / nic_bytes_per_s + lat_s
+    assert res.collectives["duration_s"].iloc[0] == pytest.approx(want, rel=1e-9)
 
 
 def test_no_relay_without_nvlink_to_it():
