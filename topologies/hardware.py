@@ -30,16 +30,19 @@ NIC presets (``nic=``)
     ``net_tuner``: the net plugin's tuner (``aws-ofi``: its region tuner, which beyond two servers
     overrides NCCL's choice, ``src/tuner/nccl_ofi_regions.cpp``; on two servers or fewer it falls back
     to NCCL's own).
-NCCL environment (``nccl_algo=``, ``nccl_proto=``, ``nvls=``, ``nccl_max_nchannels=``)
+NCCL environment (``nccl_algo=``, ``nccl_proto=``, ``nvls=``, ``nccl_max_nchannels=``, ``nccl_version=``)
     What a platform's NCCL profile sets, as a fabric attribute: ``NCCL_ALGO`` / ``NCCL_PROTO`` lists
     (NCCL's syntax, checked by ``sim.planning``), ``NCCL_NVLS_ENABLE`` (``nvls=off``: GCP's TCPX / TCPXO
     profiles set ``NCCL_NVLS_ENABLE=0``) and ``NCCL_MAX_NCHANNELS`` (GCP's A3 High profile runs
     ``NCCL_MIN_NCHANNELS=NCCL_MAX_NCHANNELS=8``; a ring then has that many channels of the per-channel
-    bandwidth NCCL's topology search gives it, ``sim.planning.machine``). They need no GPU or NIC preset.
+    bandwidth NCCL's topology search gives it, ``sim.planning.machine``); ``nccl_version`` is the NCCL
+    release the run used (2.19, 2.20 - 2.28 and 2.29 give a network peer different p2p channel counts,
+    ``sim.planning.p2p``; default NCCL's current release). They need no GPU or NIC preset.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -77,7 +80,8 @@ NIC_PRESETS: dict[str, dict[str, Any]] = {
 }
 #: NCCL environment parameters (see the module docstring): name -> the NCCL variable it stands for.
 NCCL_ENV_KEYS: dict[str, str] = {"nccl_algo": "NCCL_ALGO", "nccl_proto": "NCCL_PROTO", "nvls": "NCCL_NVLS_ENABLE",
-                                 "nccl_max_nchannels": "NCCL_MAX_NCHANNELS"}
+                                 "nccl_max_nchannels": "NCCL_MAX_NCHANNELS",
+                                 "nccl_version": "the NCCL release (sim.planning.p2p: p2p channels per peer)"}
 #: The hardware presets proper: what ``--no-presets`` (the line-rate model) drops.
 PRESET_KEYS = ("gpu", "nic")
 #: Topology parameters this module owns (``topologies.build`` passes them here, not to the builder): the
@@ -110,6 +114,13 @@ def _nccl_env(params: Mapping[str, Any], where: str) -> dict[str, Any]:
             raise TopologyError(f"{where}: parameter 'nccl_max_nchannels' must be an integer in 1 .. 64 "
                                 f"(NCCL_MAX_NCHANNELS); got {value!r}")
         out["nccl_max_nchannels"] = int(value)
+    value = params.get("nccl_version")
+    if value is not None:   # NCCL 2.x as 2.29.2, 2.23 or NCCL_VERSION_CODE 22902 (default: sim.planning.p2p's current)
+        text = str(value).strip()
+        if not re.fullmatch(r"2\.\d+(\.\d+)?(-\d+)?|2\d{4}", text):
+            raise TopologyError(f"{where}: parameter 'nccl_version' must be an NCCL 2.x version such as 2.29.2 "
+                                f"or 22902; got {value!r}")
+        out["nccl_version"] = text
     value = params.get("nics_per_gpu")
     if value is not None:
         if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value) or not 1 <= value <= 8:
@@ -189,6 +200,6 @@ def preset_help() -> str:
              "nic=  " + "; ".join(f"{k}: {v['about']}" for k, v in NIC_PRESETS.items()),
              "NCCL environment  nccl_algo= (NCCL_ALGO), nccl_proto= (NCCL_PROTO), nvls=on|off (NCCL_NVLS_ENABLE), "
              "nccl_max_nchannels= (NCCL_MAX_NCHANNELS: ring channels at the per-channel bandwidth of NCCL's "
-             "topology search); nics_per_gpu= (NICs NCCL sees per GPU, each at link_gbps / nics_per_gpu)",
+             "topology search), nccl_version= (the NCCL release, e.g. 2.23.4: p2p channels per peer); nics_per_gpu= (NICs NCCL sees per GPU, each at link_gbps / nics_per_gpu)",
              "Without presets links run at line rate with NCCL's H100 latencies (no protocol efficiency)."]
     return "\n\n".join(lines)

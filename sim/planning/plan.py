@@ -50,6 +50,10 @@ class TransferPlan:
         Diagnostics: the algorithm step (ring step, chain hop, tree level) and the chunk of each transfer.
     leg : ndarray of int8, optional
         :data:`LEG_PATH`, :data:`LEG_UP` or :data:`LEG_DOWN` per transfer (``None``: all paths).
+    rate_cap_bytes_per_s : ndarray of float64, optional
+        The most bytes per second each transfer's connection moves (``inf``: no ceiling; ``None``: none
+        has one): a p2p network send runs on a few NCCL channels, each progressed by one proxy
+        (:mod:`sim.planning.p2p`). Wire bytes per second, like link capacities.
     """
 
     src: np.ndarray
@@ -64,6 +68,7 @@ class TransferPlan:
     step: np.ndarray | None = None
     chunk: np.ndarray | None = None
     leg: np.ndarray | None = None
+    rate_cap_bytes_per_s: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.src)
