@@ -188,7 +188,7 @@ def message_channels(nbytes: float, per_peer: int, nranks: int, p2pn: int) -> in
     if nbytes <= 0:
         return 1
     lo, hi = P2P_NET_CHUNK_BYTES // 2, P2P_NET_CHUNK_BYTES
-    n = min(cmin, math.ceil(nbytes / lo))
+    n = max(1, min(cmin, math.ceil(nbytes / lo)))   # divUp of a positive size is at least 1
     part = max(lo, math.ceil(nbytes / n))
     while part > hi and n <= per_peer // 2:
         n *= 2
