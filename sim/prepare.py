@@ -23,7 +23,7 @@ from sim.engine.prepared import PreparedOp
 from sim.engine.workload import OpTable
 from sim.planning.plan_latency import paid_path_latency_s
 
-__all__ = ["KEEP_PLAN_TRANSFERS", "LazyOps", "Plans", "Preparer", "flow_key_base", "nvlink_records", "op_classes",
+__all__ = ["KEEP_PLAN_TRANSFERS", "LazyOps", "Plans", "Preparer", "binding_caps", "flow_key_base", "nvlink_records", "op_classes",
            "op_keys", "plan_op", "plan_p2p", "run_engine", "switch_leg_links"]
 
 
@@ -98,6 +98,7 @@ class Preparer:
         self.ops = ops
         self.router = router
         self._latency_us = router.links["latency_us"].to_numpy(np.float64)
+        self._capacity_bytes_per_s = router.links["capacity_gbps"].to_numpy(np.float64) * 1e9 / 8
         self.algo = algo
         self.graph = graph
         self.meta = meta
@@ -106,6 +107,7 @@ class Preparer:
         self.keys = op_keys(ops, algo)
         self._records = ops.frame.to_dict("records")
         self._switch_links: dict = {}
+        self._comm_sizes: dict[str, int] = {}
         # plans depend on the graph only through servers and per-GPU link rates, which the ideal fabric
         # keeps: the real and the ideal run share them
         self.plans: dict = Plans(plan_uses) if plans is None else plans
@@ -141,12 +143,29 @@ class Preparer:
         if plan is None:
             options = {**self.plan_options, **overrides}
             if rec["kind"] == "p2p":
-                plan = plan_p2p(rec, self.algo, self.graph, options)
+                plan = plan_p2p(rec, self.algo, self.graph, options, self.comm_size(rec["comm"]))
             else:
                 plan = plan_op(rec, self.ops.splits[op], self.algo, self.graph, self.meta, options)
             if not overrides:
                 self.plans[self.keys[op]] = plan
         return plan
+
+    def comm_size(self, comm: str) -> int:
+        """Ranks of communicator ``comm``: the trace metadata's list, else every rank its ops name (as
+        :func:`sim.engine.workload.build_ops` takes them); a Send/Recv plan's NCCL channels depend on it."""
+        sizes = self._comm_sizes
+        if comm not in sizes:
+            listed = (self.meta.get("comms") or {}).get(comm)
+            if listed is not None:
+                sizes[comm] = len(listed)
+            else:
+                f = self.ops.frame
+                mine = f[f["comm"] == comm]
+                ranks = set(mine["src"][mine["kind"] == "p2p"].tolist()) | set(mine["dst"][mine["kind"] == "p2p"].tolist())
+                for m in mine["members"][mine["kind"] != "p2p"]:
+                    ranks.update(np.asarray(m).tolist())
+                sizes[comm] = max(2, len(ranks))
+        return sizes[comm]
 
     def _prepare(self, op: int) -> PreparedOp:
         from sim.planning.pxn import merge_streamed
@@ -216,10 +235,40 @@ class Preparer:
         chunk = getattr(plan, "chunk", None)
         sub_lat = paid_path_latency_s(sub_lat, delay[sub_transfer],
                                       None if chunk is None else np.asarray(chunk)[sub_transfer])
+        sub_cap = binding_caps(getattr(plan, "rate_cap_bytes_per_s", None), sub_transfer, sub_link_ptr, link_idx,
+                               self._capacity_bytes_per_s)
         return PreparedOp(algo=algo, proto=proto, delay_s=delay, dep_count=dep_count, rev_ptr=rev_ptr,
                           rev_idx=rev_idx, sub_ptr=sub_ptr, sub_bytes=sub_bytes, sub_latency_s=sub_lat,
                           sub_transfer=sub_transfer, src=src, dst=dst, sub_link_ptr=sub_link_ptr,
-                          sub_link_idx=link_idx, footprint=footprint)
+                          sub_link_idx=link_idx, footprint=footprint, sub_cap_bytes_per_s=sub_cap)
+
+
+def binding_caps(cap: np.ndarray | None, sub_transfer: np.ndarray, sub_link_ptr: np.ndarray,
+                 sub_link_idx: np.ndarray, capacity_bytes_per_s: np.ndarray) -> np.ndarray | None:
+    """Per sub-flow, its transfer's rate ceiling (bytes/s; the transfer's sub-flows share it), where it
+    can bind; ``None`` where none can.
+
+    A transfer never moves faster than the sum over its sub-flows of their paths' slowest links, so a
+    ceiling at or above that sum is dropped: the run is then exactly the run without it.
+
+    Examples
+    --------
+    >>> binding_caps(np.array([5.0, 50.0]), np.array([0, 1]), np.array([0, 1, 2]), np.array([0, 0]),
+    ...              np.array([10.0])).tolist()
+    [5.0, inf]
+    """
+    if cap is None or not len(sub_transfer):
+        return None
+    cap = np.asarray(cap, np.float64)[sub_transfer]
+    deg = np.diff(sub_link_ptr)
+    slowest = np.full(len(deg), np.inf)
+    has = deg > 0
+    if has.any():
+        per_link = np.asarray(capacity_bytes_per_s, np.float64)[sub_link_idx[sub_link_ptr[0]:sub_link_ptr[-1]]]
+        slowest[has] = np.minimum.reduceat(per_link, sub_link_ptr[:-1][has] - sub_link_ptr[0])
+    bound = np.bincount(sub_transfer, weights=np.where(has, slowest, 0.0), minlength=int(sub_transfer.max()) + 1)
+    cap = np.where(has & (cap < bound[sub_transfer]), cap, np.inf)
+    return cap if np.isfinite(cap).any() else None
 
 
 def switch_leg_links(router, gpus: np.ndarray, legs: np.ndarray, cache: dict | None = None) -> np.ndarray:
@@ -280,12 +329,13 @@ def plan_op(rec: Mapping, split: np.ndarray | None, algo: str, graph: nx.Graph, 
                            split_bytes=split, rings=rings, graph=graph, **options)
 
 
-def plan_p2p(rec: Mapping, algo: str, graph: nx.Graph, options: Mapping[str, Any]):
-    """:func:`sim.planning.collectives.plan_collective` for a matched Send/Recv pair."""
+def plan_p2p(rec: Mapping, algo: str, graph: nx.Graph, options: Mapping[str, Any], comm_nranks: int | None = None):
+    """:func:`sim.planning.collectives.plan_collective` for a matched Send/Recv pair (of a communicator of
+    ``comm_nranks`` ranks)."""
     from sim.planning.collectives import plan_collective
 
     return plan_collective("Send", int(rec["rank_bytes"]), [int(rec["src"]), int(rec["dst"])], algo=algo,
-                           graph=graph, **options)
+                           graph=graph, comm_nranks=comm_nranks, **options)
 
 
 def op_keys(ops: OpTable, algo: str) -> list:

@@ -36,8 +36,10 @@ NCCL environment (``nccl_algo=``, ``nccl_proto=``, ``nvls=``, ``nccl_max_nchanne
     profiles set ``NCCL_NVLS_ENABLE=0``) and ``NCCL_MAX_NCHANNELS`` (GCP's A3 High profile runs
     ``NCCL_MIN_NCHANNELS=NCCL_MAX_NCHANNELS=8``; a ring then has that many channels of the per-channel
     bandwidth NCCL's topology search gives it, ``sim.planning.machine``). ``nccl_version`` (the run's
-    library, e.g. ``2.29.2``) selects the tuner constants that changed after 2.23, which collsim's tables
-    are otherwise (``sim.planning.tuning``). They need no GPU or NIC preset.
+    library, e.g. ``2.29.2`` or nccl-tests' ``22902``; kept as ``2.MINOR``) selects the tuner constants that
+    changed after 2.23 (``sim.planning.tuning``; unset: 2.23's, which collsim's tables are) and the p2p
+    channels per network peer, which differ between 2.19, 2.20 - 2.28 and 2.29 (``sim.planning.p2p``;
+    unset: NCCL's current release). They need no GPU or NIC preset.
 """
 
 from __future__ import annotations
@@ -210,7 +212,8 @@ def preset_help() -> str:
              "nic=  " + "; ".join(f"{k}: {v['about']}" for k, v in NIC_PRESETS.items()),
              "NCCL environment  nccl_algo= (NCCL_ALGO), nccl_proto= (NCCL_PROTO), nvls=on|off (NCCL_NVLS_ENABLE), "
              "nccl_max_nchannels= (NCCL_MAX_NCHANNELS: ring channels at the per-channel bandwidth of NCCL's "
-             "topology search), nccl_version= (the library's, e.g. 2.29.2: its tuner's NVLS / NVLSTree / PAT constants; "
-             "default 2.23); nics_per_gpu= (NICs NCCL sees per GPU, each at link_gbps / nics_per_gpu)",
+             "topology search), nccl_version= (the library's, e.g. 2.29.2: its tuner's NVLS / NVLSTree / PAT constants, "
+             "default 2.23's; its p2p channels per network peer, default the current release's); nics_per_gpu= (NICs "
+             "NCCL sees per GPU, each at link_gbps / nics_per_gpu)",
              "Without presets links run at line rate with NCCL's H100 latencies (no protocol efficiency)."]
     return "\n\n".join(lines)

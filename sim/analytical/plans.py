@@ -64,7 +64,9 @@ def alltoall_plan(nbytes: float, ranks: np.ndarray, split_bytes, server: np.ndar
     i, j = np.nonzero(m)
     b = m[i, j]
     inter = server[i] != server[j]
-    lat = np.where(inter, tuning.p2p_latency_s(proto, True), tuning.p2p_latency_s(proto, False))
+    if inter.all():
+        proto = "Simple"   # network p2p has no LL buffers (sim.planning.collectives._direct's rule)
+    lat = np.where(inter, tuning.p2p_latency_s("Simple", True), tuning.p2p_latency_s(proto, False))
     k = len(i) * parts
     return TransferPlan(src=np.repeat(ranks[i], parts).astype(np.int32), dst=np.repeat(ranks[j], parts).astype(np.int32),
                         bytes=np.repeat(b / parts, parts), channel=np.tile(np.arange(parts, dtype=np.int32), len(i)),

@@ -74,7 +74,11 @@ def materialise(engine, op: int, fl: InFlight, now: float) -> None:
         srow = runner.net_row.get(ids)
         final[srow] = False
         link_ptr, link_idx = csr_take(engine.paths.ptr, engine.paths.links, scratch_log.path.a[srow])
-        live_ids = engine.netproc.add(now, link_ptr, link_idx, left)
+        cap = key = None
+        if prep.sub_cap_bytes_per_s is not None:   # the flows keep their rate ceilings (sim.planning.p2p)
+            subs = scratch_log.sub.a[srow].astype(np.int64)
+            cap, key = prep.sub_cap_bytes_per_s[subs], prep.sub_transfer[subs]
+        live_ids = engine.netproc.add(now, link_ptr, link_idx, left, rate_cap=cap, cap_key=key)
         live.map_flows(live_ids, rows[srow])
     engine.log.release(rows[final])   # the flows that finished alone are final; the others finish live
 

@@ -102,11 +102,14 @@ class NetworkProcess:
             self.last_t = t
 
     def add(self, t: float, link_ptr: np.ndarray, link_idx: np.ndarray, size_bytes: np.ndarray,
-            group: np.ndarray | None = None) -> np.ndarray:
+            group: np.ndarray | None = None, rate_cap: np.ndarray | None = None,
+            cap_key: np.ndarray | None = None) -> np.ndarray:
         """Start flows at ``t`` (after moving the network to ``t``); return their network ids. ``group``:
-        the op of each flow (completion batching is bounded per op)."""
+        the op of each flow (completion batching is bounded per op); ``rate_cap`` / ``cap_key``: rate
+        ceilings, shared by the flows of one key (``FlowNetwork.add_flows``)."""
         self.catch_up(t)
-        ids = np.asarray(self.net.add_flows(t, link_ptr, link_idx, size_bytes, group=group), dtype=np.int64)
+        extra = {} if rate_cap is None else {"rate_cap": rate_cap, "cap_key": cap_key}
+        ids = np.asarray(self.net.add_flows(t, link_ptr, link_idx, size_bytes, group=group, **extra), dtype=np.int64)
         self.wake()
         return ids
 

@@ -21,6 +21,9 @@ class PreparedOp:
     ``src`` / ``dst`` (global ranks). Per sub-flow: ``sub_bytes``, ``sub_latency_s`` (one-way path
     latency), ``sub_transfer``, and its links ``sub_link_idx[sub_link_ptr[i]:sub_link_ptr[i + 1]]`` (no
     link: a local copy). ``footprint``: the sorted link ids of all its paths (computed when omitted).
+    ``sub_cap_bytes_per_s``: per sub-flow, its transfer's rate ceiling (``inf``: none), which the
+    transfer's sub-flows share (a p2p connection's NCCL channels, ``sim.planning.p2p``); ``None``: no
+    sub-flow has one.
 
     Examples
     --------
@@ -48,6 +51,7 @@ class PreparedOp:
     sub_link_ptr: np.ndarray
     sub_link_idx: np.ndarray
     footprint: np.ndarray | None = None
+    sub_cap_bytes_per_s: np.ndarray | None = None
 
     @property
     def n_transfers(self) -> int:

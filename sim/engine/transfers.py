@@ -193,22 +193,30 @@ class OpRunner:
         sizes = np.empty(len(sub_arr))
         path = np.empty(len(sub_arr), dtype=np.int64)
         lat = np.empty(len(sub_arr))
+        cap = key = None   # rate ceilings (sim.planning.p2p), keyed by transfer: its sub-flows share one
         pos = 0
         for (op, _), s in zip(pend, subs, strict=True):
             prep = self.runs[op].prep
             sizes[pos: pos + len(s)] = prep.sub_bytes[s]
             path[pos: pos + len(s)] = self._sub_path[id(prep)][s]
             lat[pos: pos + len(s)] = prep.sub_latency_s[s]
+            if prep.sub_cap_bytes_per_s is not None:
+                if cap is None:
+                    cap, key = np.full(len(sub_arr), np.inf), np.zeros(len(sub_arr), dtype=np.int64)
+                cap[pos: pos + len(s)] = prep.sub_cap_bytes_per_s[s]
+                key[pos: pos + len(s)] = (op << 32) + prep.sub_transfer[s]
             pos += len(s)
         empty = sizes <= 0
         if empty.any():  # nothing to send: done after the path latency
             self._completions(op_arr[empty], sub_arr[empty], now + lat[empty], now)
             keep = ~empty
             op_arr, sub_arr, sizes, path, lat = op_arr[keep], sub_arr[keep], sizes[keep], path[keep], lat[keep]
+            if cap is not None:
+                cap, key = cap[keep], key[keep]
             if len(op_arr) == 0:
                 return
         link_ptr, link_idx = csr_take(self.paths.ptr, self.paths.links, path)
-        ids = self.netproc.add(now, link_ptr, link_idx, sizes, group=op_arr)
+        ids = self.netproc.add(now, link_ptr, link_idx, sizes, group=op_arr, rate_cap=cap, cap_key=key)
         rows = self.log.append(len(ids))
         self.map_flows(ids, rows)
         log = self.log

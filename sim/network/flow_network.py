@@ -25,6 +25,12 @@ Public state and accessors (arrays indexed by link id or by flow id; do not writ
 ``capacity`` (float64 [links])
     current capacity; :meth:`FlowNetwork.set_capacity` changes it at ``now_s`` (0 = link down: flows
     crossing it stall at rate 0 until it comes back).
+Rate ceilings (``add_flows(..., rate_cap=, cap_key=)``)
+    a flow may have a ceiling on its rate, shared by the flows of one key in the call (a connection's
+    sub-flows): the network gives each key a private link of that capacity, appended to its flows' paths
+    after the public links, so max-min stays exact with no change to the solver. Private links are
+    internal: ``capacity``, ``link_bytes`` and the link loads show the public links only, and a private
+    link is reused once its last flow has finished.
 ``finish_s``, ``start_s`` (float64 [flows])
     per flow id, the only per-flow record kept for the whole run (16 bytes a flow); ``finish_s`` is NaN
     while the flow is in flight, else the time its last byte was sent. With ``keep_flow_times=False``
@@ -124,11 +130,12 @@ class FlowNetwork:
             raise SimError("capacity_bytes_per_s: every link capacity must be finite and > 0")
         if not 0.0 <= completion_quantile < 1.0:
             raise SimError(f"completion_quantile: {completion_quantile} is not in [0, 1)")
-        self.capacity = capacity
         self.num_links = capacity.size
+        self._cap = capacity                    # public links, then private ones (rate ceilings)
         self.completion_quantile = float(completion_quantile)
         self.now_s = 0.0
-        self.link_bytes = np.zeros(self.num_links)
+        self._bytes = np.zeros(self.num_links)  # per link as _cap
+        self._free_private: list[int] = []      # private links no flow crosses
         self.peak_active = 0
         self.stats = {"solves": 0, "flows_solved": 0, "iterations": 0, "steps": 0, "merged": 0}
         self._num_flows = 0
@@ -145,6 +152,16 @@ class FlowNetwork:
         self._pending: list[tuple[np.ndarray, np.ndarray]] = []   # (ids, finish times) not returned yet
 
     # ----------------------------------------------------------------- accessors
+    @property
+    def capacity(self) -> np.ndarray:
+        """Current capacity of each (public) link."""
+        return self._cap[: self.num_links]
+
+    @property
+    def link_bytes(self) -> np.ndarray:
+        """Cumulative bytes carried per (public) link up to ``now_s``."""
+        return self._bytes[: self.num_links]
+
     @property
     def num_flows(self) -> int:
         """Flows ever added."""
@@ -192,7 +209,7 @@ class FlowNetwork:
     def link_load_bytes_per_s(self) -> np.ndarray:
         """Current load of each link: the sum of the rates of the flows crossing it."""
         self._solve_if_dirty()
-        return self._live.load.copy()
+        return self._live.load[: self.num_links].copy()
 
     def remaining_bytes(self, flow_ids: np.ndarray) -> np.ndarray:
         """Bytes the flows ``flow_ids`` (in flight) have left to send at ``now_s``."""
@@ -227,14 +244,15 @@ class FlowNetwork:
         if not (np.isfinite(cap).all() and (cap >= 0).all()):
             raise SimError("set_capacity: capacities must be finite and >= 0")
         self._solve_if_dirty()   # the old rates hold up to now: fix every flow's bytes left at now
-        self.capacity = self.capacity.copy()
-        self.capacity[ids] = cap
+        self._cap = self._cap.copy()
+        self._cap[ids] = cap
         self._theta = 0.0        # no rate survives: a full re-solve
         self._dirty = True
 
     # ----------------------------------------------------------------- events
     def add_flows(self, now_s: float, link_ptr: np.ndarray, link_idx: np.ndarray,
-                  size_bytes: np.ndarray, group: np.ndarray | int | None = None) -> np.ndarray:
+                  size_bytes: np.ndarray, group: np.ndarray | int | None = None,
+                  rate_cap: np.ndarray | None = None, cap_key: np.ndarray | None = None) -> np.ndarray:
         """Start flows at ``now_s``.
 
         Parameters
@@ -251,6 +269,11 @@ class FlowNetwork:
         group : int or ndarray of int, shape (n,), optional
             Batching group of each flow (the engine passes the op): completion batching is bounded per
             group (module docstring). Without it the flows join the one default group.
+        rate_cap : ndarray, shape (n,), optional
+            Most bytes/s of each flow (``inf``: none): the flows of one ``cap_key`` share one ceiling (the
+            first one's), a private link of that capacity (module docstring).
+        cap_key : ndarray of int, shape (n,), optional
+            Which flows share a ceiling (default: each flow its own).
 
         Returns
         -------
@@ -289,8 +312,36 @@ class FlowNetwork:
             if not keep.any():
                 return ids
         d = deg[keep]
-        self._launch(_padded_rows(links, ptr[:-1][keep], d), d, size[keep], ids[keep], dense[keep], float(now_s))
+        rows = _padded_rows(links, ptr[:-1][keep], d)
+        if rate_cap is not None:
+            rows, d = self._private_links(rows, d, _caps(rate_cap, cap_key, n, keep))
+        self._launch(rows, d, size[keep], ids[keep], dense[keep], float(now_s))
         return ids
+
+    def _private_links(self, rows: np.ndarray, deg: np.ndarray, caps: tuple) -> tuple[np.ndarray, np.ndarray]:
+        """``rows`` with each capped flow's private link appended (one per key)."""
+        cap, key = caps
+        capped = np.flatnonzero(cap < math.inf)
+        if not capped.size:
+            return rows, deg
+        uniq, first, inv = np.unique(key[capped], return_index=True, return_inverse=True)
+        need = uniq.size - len(self._free_private)
+        if need > 0:   # more private links: grow every per-link array (amortised doubling)
+            total = self._cap.size
+            grow = max(need, total - self.num_links, 64)
+            self._cap = np.concatenate([self._cap, np.ones(grow)])
+            self._bytes = np.concatenate([self._bytes, np.zeros(grow)])
+            self._live.grow_links(total + grow)
+            self._free_private.extend(range(total + grow - 1, total - 1, -1))
+        priv = np.array([self._free_private.pop() for _ in range(uniq.size)], dtype=np.int64)
+        self._cap[priv] = cap[capped][first]
+        self._live.load[priv] = 0.0
+        out = np.full((rows.shape[0], rows.shape[1] + 1), -1, dtype=np.int64)
+        out[:, : rows.shape[1]] = rows
+        out[capped, deg[capped]] = priv[inv.reshape(-1)]
+        deg = deg.copy()
+        deg[capped] += 1
+        return out, deg
 
     def next_completion_s(self) -> float:
         """Time of the next completion event: the earliest predicted finish (exact mode) or the end of the
@@ -387,7 +438,7 @@ class FlowNetwork:
         count = live.count
         inc = rows[rows >= 0]
         # Lower bound of a joining flow's rate: min over its links of capacity / flows on the link.
-        bound = float((self.capacity[inc] / count[inc]).min())
+        bound = float((self._cap[inc] / count[inc]).min())
         self._theta = min(self._theta, bound)
         self.peak_active = max(self.peak_active, live.n_flows)
         self._dirty = bool(slots.size) or self._dirty
@@ -408,7 +459,7 @@ class FlowNetwork:
         if self._ops is None or self._ops is NUMPY_OPS:
             self._ops = backend(int(live.count.sum()))
         solved, iterations, self._next_s = self._ops.solve_next(live, 0.0 if theta == math.inf else theta,
-                                                                self.now_s, self.capacity,
+                                                                self.now_s, self._cap,
                                                                 self.completion_quantile)
         if solved:
             stats = self.stats
@@ -423,7 +474,7 @@ class FlowNetwork:
         self.stats["steps"] += 1
         slack = max(TIME_RTOL * dt, 4.0 * math.ulp(target_s))
         live = self._live
-        n, min_rate, flows = self._ops.step(live, target_s, slack, dt, self.link_bytes)
+        n, min_rate, flows = self._ops.step(live, target_s, slack, dt, self._bytes)
         self.now_s = float(target_s)
         if not n:
             return _NO_IDS, _NO_TIMES
@@ -440,10 +491,25 @@ class FlowNetwork:
             ids = live.fid[slots]
         if self._finish is not None:
             self._finish.data[ids] = end
+        if self._cap.size > self.num_links:   # private links no flow crosses any more are free again
+            rows = live.links[slots]
+            priv = np.unique(rows[rows >= self.num_links])
+            self._free_private.extend(priv[live.count[priv] == 0].tolist())
         live.release(slots, flows)
         self._theta = min(self._theta, min_rate)
         self._dirty = True
         return ids, end
+
+
+def _caps(rate_cap, cap_key, n: int, keep: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The checked ceilings and keys of the flows ``keep`` of an ``add_flows`` call."""
+    cap = np.asarray(rate_cap, dtype=np.float64).reshape(-1)
+    key = np.arange(n, dtype=np.int64) if cap_key is None else np.asarray(cap_key).reshape(-1)
+    if cap.shape != (n,) or key.shape != (n,) or (key.size and key.dtype.kind not in "iu"):
+        raise SimError(f"add_flows: rate_cap and cap_key must give one value per flow ({n})")
+    if not (cap > 0).all():
+        raise SimError("add_flows: rate_cap must be > 0 (inf: no ceiling)")
+    return cap[keep], key[keep].astype(np.int64)
 
 
 def _padded_rows(links: np.ndarray, starts: np.ndarray, deg: np.ndarray) -> np.ndarray:

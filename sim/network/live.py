@@ -87,6 +87,18 @@ class LiveFlows:
                 setattr(self, name, rows[i])
 
     # ------------------------------------------------------------------------------------------------
+    def grow_links(self, num_links: int) -> None:
+        """Room for link ids ``0 .. num_links - 1`` (new links idle: no flow, no load)."""
+        if num_links <= self.num_links:
+            return
+        lf = np.zeros((len(_LINK_F), num_links))
+        li = np.zeros((len(_LINK_I), num_links), dtype=np.int64)
+        li[_LINK_I.index("lmap")] = -1
+        lf[:, :self.num_links] = self.lf
+        li[:, :self.num_links] = self.li
+        self.lf, self.li, self.num_links = lf, li, num_links
+        self._bind()
+
     def reserve_groups(self, n_groups: int) -> None:
         """Room for dense group indices ``0 .. n_groups - 1``."""
         have = self.group_w.size

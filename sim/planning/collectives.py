@@ -40,8 +40,8 @@ from typing import Any
 import numpy as np
 
 from sim.errors import SimError
-from sim.planning import logical, nvls, pat_nvls, pxn, tuning
-from sim.planning.machine import graph_cost_model, graph_machine
+from sim.planning import logical, nvls, p2p, pat_nvls, pxn, tuning
+from sim.planning.machine import graph_cost_model, graph_machine, graph_nccl_version
 from sim.planning.options import PlanOptions
 from sim.planning.plan import Edges, TransferPlan, assemble, excl_cumsum
 
@@ -143,7 +143,14 @@ def _tree_edges(ranks: np.ndarray, parents: list[np.ndarray], server: np.ndarray
 
 def _direct(src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray, parts: int, server: dict[int, int],
             proto: str, algo: str) -> TransferPlan:
-    """Independent transfers, each split over ``parts`` channels."""
+    """Independent transfers, each split over ``parts`` channels.
+
+    A network transfer runs Simple whatever ``proto`` says: NCCL allocates no LL buffers for p2p network
+    connections (``NCCL_ALLOC_P2P_NET_LL_BUFFERS`` = 0, ``src/init.cc``; the shared p2p buffers of
+    ``src/transport/net.cc`` are Simple's), and ``addP2pToPlan`` takes LL only where the connection has
+    them (``protoLL &= buffs[NCCL_PROTO_LL] != nullptr``, ``src/enqueue.cc``; 2.19 - 2.29). So it pays
+    Simple's latency and wire bytes (:func:`_wire_bytes`); NVLink pairs keep ``proto``.
+    """
     keep = nbytes > 0
     src, dst, nbytes = src[keep], dst[keep], nbytes[keep].astype(np.float64)
     m = len(src) * parts
@@ -151,7 +158,9 @@ def _direct(src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray, parts: int, se
     d = np.repeat(dst, parts)
     inter = np.array([server.get(int(a), a) != server.get(int(b), b) for a, b in zip(src, dst, strict=True)],
                      dtype=bool)
-    lat = np.where(inter, tuning.p2p_latency_s(proto, True), tuning.p2p_latency_s(proto, False))
+    if len(inter) and inter.all():
+        proto = "Simple"   # every transfer crosses the network (a Send/Recv between servers): label it so
+    lat = np.where(inter, tuning.p2p_latency_s("Simple", True), tuning.p2p_latency_s(proto, False))
     return TransferPlan(src=s.astype(_I32), dst=d.astype(_I32), bytes=np.repeat(nbytes / parts, parts),
                         channel=np.tile(np.arange(parts, dtype=_I32), len(src)),
                         delay_s=np.repeat(lat, parts), dep_ptr=np.zeros(m + 1, _I64),
@@ -184,7 +193,7 @@ def split_matrix(split_bytes, nbytes: float, n: int) -> np.ndarray:
 def plan_collective(op: str, nbytes: float, ranks: Sequence[int] | np.ndarray, *, root: int = -1,
                     split_bytes=None, server_of: Sequence[int] | np.ndarray | None = None,
                     rings: Sequence[Sequence[int]] | None = None, graph=None, options: PlanOptions | None = None,
-                    **overrides: Any) -> TransferPlan:
+                    comm_nranks: int | None = None, **overrides: Any) -> TransferPlan:
     """Decompose one collective into transfers, as NCCL runs it.
 
     The arguments say what the collective is; :class:`~sim.planning.options.PlanOptions` says how to
@@ -212,6 +221,9 @@ def plan_collective(op: str, nbytes: float, ranks: Sequence[int] | np.ndarray, *
         Logged ring orders (global ranks), one per channel; replace the rail-aligned rings.
     graph : networkx.Graph, optional
         A SPEC §4 topology: servers of ``gpu{rank}`` nodes, link rates and hardware presets.
+    comm_nranks : int, optional
+        Send/Recv: the size of the communicator the pair belongs to (NCCL sizes a network peer's p2p
+        channels by it, :mod:`sim.planning.p2p`); default 2.
     options : PlanOptions, optional
         How to plan (default: ``PlanOptions()``). An algorithm the op does not have falls back to
         ``auto``; ``max_transfers`` reduces chunks, then (unless ``nchannels`` is given) channels, but
@@ -287,13 +299,16 @@ def plan_collective(op: str, nbytes: float, ranks: Sequence[int] | np.ndarray, *
         parts = int(nchannels or 1)
         if op == "AllToAll":
             i, j = np.nonzero(matrix)
-            return wired(_direct(arr[i], arr[j], matrix[i, j], parts, srv, proto, algo))
-        if op in ("Send", "Recv"):
-            return wired(_direct(arr[:1], arr[1:], np.array([nbytes]), parts, srv, proto, algo))
-        others = np.delete(arr, root)
-        rootv = np.full(n - 1, arr[root])
-        s, d = (others, rootv) if op == "Gather" else (rootv, others)
-        return wired(_direct(s, d, np.full(n - 1, nbytes), parts, srv, proto, algo))
+            plan = wired(_direct(arr[i], arr[j], matrix[i, j], parts, srv, proto, algo))
+        elif op in ("Send", "Recv"):
+            plan = wired(_direct(arr[:1], arr[1:], np.array([nbytes]), parts, srv, proto, algo))
+        else:
+            others = np.delete(arr, root)
+            rootv = np.full(n - 1, arr[root])
+            s, d = (others, rootv) if op == "Gather" else (rootv, others)
+            plan = wired(_direct(s, d, np.full(n - 1, nbytes), parts, srv, proto, algo))
+        comm_n = max(2, int(comm_nranks or 2)) if op in ("Send", "Recv") else n
+        return _p2p_caps(plan, mates, model, comm_n, parts, graph_nccl_version(graph))
 
     if algo in ("nvls", "nvls_tree") and op == "AllReduce":
         return wired(_nvls_plan(arr, groups, nbytes, nnodes, opts, model, proto))
@@ -375,12 +390,45 @@ def _nvls_plan(arr: np.ndarray, groups: list[np.ndarray], nbytes: float, nnodes:
     return assemble(edges, max(1, nchunks), False, base, algo, proto, opts.max_pipeline_transfers)
 
 
+def _p2p_caps(plan: TransferPlan, server: dict[int, int], model: tuning.CostModel, comm_n: int, parts: int,
+              version: tuple[int, int, int]) -> TransferPlan:
+    """``plan`` with the rate ceiling of NCCL's p2p channels on its network transfers (:mod:`sim.planning.p2p`).
+
+    A network send of a message runs on :func:`~sim.planning.p2p.message_channels` channels of
+    ``NCCL_P2P_PER_CHANNEL_NET_BW`` each; a plan that splits a pair into ``parts`` transfers gives each a
+    ``1 / parts`` share. A relayed send's network leg is the sender's connection and carries its cap;
+    NVLink transfers have none (NCCL states no per-channel NVLink rate). The cap is on wire bytes, as
+    NCCL compares the per-channel figure with its NICs' line rates.
+    """
+    if len(plan) == 0:
+        return plan
+    src, dst = plan.src.astype(_I64), plan.dst.astype(_I64)
+    inter = np.fromiter((server.get(int(a), a) != server.get(int(b), b) for a, b in zip(src, dst, strict=True)),
+                        dtype=bool, count=len(plan))
+    if not inter.any():
+        return plan
+    # GPUs per server: of the communicator (AllToAll), of the pair's servers (Send/Recv: every GPU there)
+    ppn = int(np.bincount(np.unique(np.fromiter(server.values(), dtype=_I64), return_inverse=True)[1]).max())
+    nnodes = max(2, len(set(server.values())))
+    per_peer, p2pn = p2p.p2p_net_channels(model, comm_n, nnodes, float(ppn), version)
+    payload = plan.bytes[inter] / (_net_wire_factor(plan, model) if model.protocol_overhead else 1.0) * parts
+    uniq, inv = np.unique(payload, return_inverse=True)
+    ch = np.array([p2p.message_channels(float(b), per_peer, comm_n, p2pn) for b in uniq], dtype=np.float64)
+    cap = np.full(len(plan), np.inf)
+    cap[inter] = ch[inv] * p2p.P2P_PER_CHANNEL_NET_BW_GBS * 1e9 / parts
+    return dataclasses.replace(plan, rate_cap_bytes_per_s=cap)
+
+
 def _wire_bytes(plan: TransferPlan, server: dict[int, int], model: tuning.CostModel) -> TransferPlan:
     """The plan with each transfer's bytes as sent on the wire (protocol lines, link efficiency)."""
     if not model.protocol_overhead or len(plan) == 0:
         return plan
     inter = np.fromiter((server[int(a)] != server[int(b)] for a, b in zip(plan.src, plan.dst, strict=True)),
                         dtype=bool, count=len(plan))
-    factor = np.where(inter, tuning.wire_factor(plan.proto, True, model, plan.algo),
-                      tuning.wire_factor(plan.proto, False, model, plan.algo))
+    factor = np.where(inter, _net_wire_factor(plan, model), tuning.wire_factor(plan.proto, False, model, plan.algo))
     return dataclasses.replace(plan, bytes=plan.bytes * factor)
+
+
+def _net_wire_factor(plan: TransferPlan, model: tuning.CostModel) -> float:
+    """Wire bytes per payload byte of a plan's network transfers (direct plans: Simple, see :func:`_direct`)."""
+    return tuning.wire_factor("Simple" if plan.algo == "direct" else plan.proto, True, model, plan.algo)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from sim.errors import SimError
-from sim.planning import tuning
+from sim.planning import p2p, tuning
 from sim.planning.nccl_tables import (
     NVLS_ARCHS,
     RING_SEARCH_MAX_CHANNELS,
@@ -15,7 +15,7 @@ from sim.planning.nccl_tables import (
     SPEED_ARRAY_INTRA,
 )
 
-__all__ = ["graph_cost_model", "graph_machine", "has_nvswitch", "ring_search_intra"]
+__all__ = ["graph_cost_model", "graph_machine", "graph_nccl_version", "has_nvswitch", "ring_search_intra"]
 
 _I64 = np.int64
 
@@ -158,6 +158,21 @@ def graph_cost_model(graph, intra_gbps: float = 0.0, inter_gbps: float = 0.0, *,
         algos=tuning.parse_nccl_list(attrs.get("nccl_algo") or hw.get("nccl_algo"), "algo"),
         protos=(tuning.parse_nccl_list(attrs.get("nccl_proto") or hw.get("nccl_proto"), "proto")
                 or _hardware_protos(attrs)))
+
+
+def graph_nccl_version(graph) -> tuple[int, int, int]:
+    """The NCCL version a fabric runs (its ``nccl_version`` attribute, ``topologies.hardware``; default
+    NCCL's current release, :data:`sim.planning.p2p.CURRENT_NCCL_VERSION`): it sets the p2p channels
+    per network peer (:mod:`sim.planning.p2p`).
+
+    Examples
+    --------
+    >>> import networkx as nx
+    >>> graph_nccl_version(nx.Graph(hardware={"nccl_version": "2.23.4"})), graph_nccl_version(nx.Graph())
+    ((2, 23, 4), (2, 29, 7))
+    """
+    hw = (graph.graph.get("hardware") or {}) if graph is not None else {}
+    return p2p.parse_nccl_version(hw.get("nccl_version"))
 
 
 def _hardware_protos(attrs) -> tuple[str, ...] | None:

@@ -54,6 +54,10 @@ class TransferPlan:
         True where transfer ``i`` is the NVLink leg of a streamed PXN relay whose bytes go on through
         ``dst[i]`` as transfer ``i + 1`` while they arrive (:func:`sim.planning.pxn.apply_pxn`); a consumer
         may run the pair as one flow (:func:`sim.planning.pxn.merge_streamed`). ``None``: no such pair.
+    rate_cap_bytes_per_s : ndarray of float64, optional
+        The most bytes per second each transfer's connection moves (``inf``: no ceiling; ``None``: none
+        has one): a p2p network send runs on a few NCCL channels, each progressed by one proxy
+        (:mod:`sim.planning.p2p`). Wire bytes per second, like link capacities.
     """
 
     src: np.ndarray
@@ -69,6 +73,7 @@ class TransferPlan:
     chunk: np.ndarray | None = None
     leg: np.ndarray | None = None
     stream_next: np.ndarray | None = None
+    rate_cap_bytes_per_s: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.src)

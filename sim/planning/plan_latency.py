@@ -79,8 +79,12 @@ def tree_base_latency_s(proto: str) -> float:
 def p2p_latency_s(proto: str = "Simple", inter_node: bool = True) -> float:
     """Software latency of one direct transfer (Send/Recv, all-to-all pair): one ring base + one step.
 
-    NCCL has no published p2p model; this charges what one ring step costs: the ring's base latency
-    plus one hardware step on the link type. Defaults: Simple over the network, 8.4 + 14 µs.
+    NCCL's tuner has no p2p latency (``tuning.cc`` models collectives only; 2.19 - 2.29); this charges
+    what one ring step costs: the ring's base latency plus one hardware step on the link type. A
+    network pair is always Simple (NCCL gives p2p network connections no LL buffers,
+    ``NCCL_ALLOC_P2P_NET_LL_BUFFERS`` = 0, so ``addP2pToPlan`` cannot pick LL there;
+    ``sim.planning.collectives`` passes ``Simple`` for them): 8.4 + 14 µs. Measured floors across
+    servers are higher (about 28 - 33 µs at 1 - 32 KiB on 4 x 8 B200, ``docs/validation.md``).
 
     Examples
     --------

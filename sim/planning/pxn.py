@@ -352,7 +352,8 @@ def merge_streamed(plan: TransferPlan) -> tuple[TransferPlan, np.ndarray, np.nda
     merged = dataclasses.replace(
         plan, src=src[keep], dst=kept(plan.dst), bytes=kept(plan.bytes), channel=kept(plan.channel),
         delay_s=kept(plan.delay_s), dep_ptr=excl_cumsum(counts[keep]), dep_idx=dep.astype(_I64),
-        step=kept(plan.step), chunk=kept(plan.chunk), leg=kept(plan.leg), stream_next=None)
+        step=kept(plan.step), chunk=kept(plan.chunk), leg=kept(plan.leg), stream_next=None,
+        rate_cap_bytes_per_s=kept(plan.rate_cap_bytes_per_s))   # the network leg's: the sender's connection
     return merged, relay[keep], first_channel[keep]
 
 
