@@ -16,16 +16,14 @@ from __future__ import annotations
 
 import hashlib
 import os
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
+
+from traces.background import BUILD_ENV, start_detached
 
 __all__ = ["BUILD_ENV", "lock_path", "should_warm", "warm_in_background", "warm_up"]
 
-#: environment switch shared with the NCCL reader's kernel build ("0": never start a background build)
-BUILD_ENV = "COLLSIM_KERNEL_BUILD"
 #: a lock older than this is a warm-up that died (it takes ~1-2 minutes of CPU on 2 cores)
 _STALE_LOCK_S = 900.0
 _ROOT = Path(__file__).resolve().parents[1]
@@ -85,29 +83,9 @@ def warm_in_background(quantile: float) -> bool:
     """
     if not should_warm():
         return False
-    lock = lock_path()
-    try:
-        fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-    except FileExistsError:
-        try:
-            if time.time() - lock.stat().st_mtime < _STALE_LOCK_S:
-                return False  # another process is warming the cache
-            lock.unlink()
-            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-        except OSError:
-            return False
-    except OSError:
-        return False
-    os.close(fd)
-    try:  # the package root as working folder: `-m` then imports these very sources
-        subprocess.Popen([sys.executable, "-m", "sim.warmup", "--quantile", repr(float(quantile)),
-                          "--lock", str(lock)], cwd=_ROOT,
-                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                         start_new_session=True)
-    except OSError:
-        lock.unlink(missing_ok=True)
-        return False
-    return True
+    # the package root as working folder: `-m` then imports these very sources
+    argv = [sys.executable, "-m", "sim.warmup", "--quantile", repr(float(quantile)), "--lock", str(lock_path())]
+    return start_detached(argv, _ROOT, lock_path(), _STALE_LOCK_S)
 
 
 def warm_up(quantile: float) -> None:

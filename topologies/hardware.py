@@ -110,22 +110,22 @@ def _nccl_env(params: Mapping[str, Any], where: str) -> dict[str, Any]:
         if text not in _ON + _OFF:
             raise TopologyError(f"{where}: parameter 'nvls' must be on or off (NCCL_NVLS_ENABLE); got {value!r}")
         out["nvls"] = text in _ON
-    value = params.get("nccl_max_nchannels")
-    if value is not None:
-        if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value) or not 1 <= value <= 64:
-            raise TopologyError(f"{where}: parameter 'nccl_max_nchannels' must be an integer in 1 .. 64 "
-                                f"(NCCL_MAX_NCHANNELS); got {value!r}")
-        out["nccl_max_nchannels"] = int(value)
+    _int_param(params, "nccl_max_nchannels", 64, "NCCL_MAX_NCHANNELS", where, out)
     value = params.get("nccl_version")
     if value is not None:
         out["nccl_version"] = _nccl_version(value, where)
-    value = params.get("nics_per_gpu")
-    if value is not None:
-        if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value) or not 1 <= value <= 8:
-            raise TopologyError(f"{where}: parameter 'nics_per_gpu' must be an integer in 1 .. 8 (NICs NCCL sees "
-                                f"per GPU); got {value!r}")
-        out["nics_per_gpu"] = int(value)
+    _int_param(params, "nics_per_gpu", 8, "NICs NCCL sees per GPU", where, out)
     return out
+
+
+def _int_param(params: Mapping[str, Any], name: str, most: int, meaning: str, where: str, out: dict) -> None:
+    """``out[name]`` = the integer in 1 .. ``most`` that ``params[name]`` holds, if it is given."""
+    value = params.get(name)
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value) or not 1 <= value <= most:
+        raise TopologyError(f"{where}: parameter '{name}' must be an integer in 1 .. {most} ({meaning}); got {value!r}")
+    out[name] = int(value)
 
 
 def _nccl_version(value: Any, where: str) -> str:

@@ -153,7 +153,8 @@ def graph_cost_model(graph, intra_gbps: float = 0.0, inter_gbps: float = 0.0, *,
         nics_per_gpu=int(hw.get("nics_per_gpu", 1)),
         arch={"blackwell": "hopper"}.get(arch, arch),
         gpu_arch=arch if "gpu" in hw else None,
-        nccl_version=tuple(int(x) for x in str(hw.get("nccl_version", "2.23")).split(".")),
+        # the tuner's tables are 2.23's unless the fabric names its library (topologies.hardware)
+        nccl_version=p2p.parse_nccl_version(hw.get("nccl_version", "2.23"))[:2],
         nvls=bool(nvswitch) and arch in NVLS_ARCHS and bool(hw.get("nvls", True)),
         algos=tuning.parse_nccl_list(attrs.get("nccl_algo") or hw.get("nccl_algo"), "algo"),
         protos=(tuning.parse_nccl_list(attrs.get("nccl_proto") or hw.get("nccl_proto"), "proto")

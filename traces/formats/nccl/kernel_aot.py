@@ -29,11 +29,12 @@ import os
 import sys
 import sysconfig
 import tempfile
-import time
 from pathlib import Path
 from types import ModuleType
 
 import numpy as np
+
+from traces.background import BUILD_ENV, start_detached
 
 __all__ = ["BUILD_ENV", "DIR_ENV", "ENTRY_POINTS", "build", "build_dirs", "build_in_background", "load", "module_key",
            "module_name"]
@@ -45,8 +46,6 @@ _HERE = Path(__file__).resolve().parent
 _SOURCES = ("kernel_numba.py", "kernel_cols.py", "layout.py")
 #: Environment variable naming a folder to build into and load from before the default ones.
 DIR_ENV = "COLLSIM_KERNEL_DIR"
-#: Environment variable: "0" keeps :func:`build_in_background` from starting a build.
-BUILD_ENV = "COLLSIM_KERNEL_BUILD"
 #: A lock file older than this is a builder that died (a build takes well under a minute of CPU).
 _STALE_LOCK_S = 3600.0
 #: Result of :func:`load` in this process (False: looked for and not found).
@@ -172,29 +171,9 @@ def build_in_background() -> bool:
     lock = folder / f".{module_name()}.lock"
     if lock.with_suffix(".failed").exists():  # a build of these sources failed here: not again at every run
         return False
-    try:
-        fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-    except FileExistsError:
-        try:
-            if time.time() - lock.stat().st_mtime < _STALE_LOCK_S:
-                return False  # another process is building it
-            lock.unlink()
-            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-        except OSError:
-            return False
-    except OSError:
-        return False
-    os.close(fd)
-    import subprocess
-
-    try:  # the package root as working folder: `-m` then imports these very sources
-        subprocess.Popen([sys.executable, "-m", "traces.formats.nccl.kernel_aot", str(folder), "--lock", str(lock)],
-                         cwd=_HERE.parents[2], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                         stderr=subprocess.DEVNULL, start_new_session=True)
-    except OSError:
-        lock.unlink(missing_ok=True)
-        return False
-    return True
+    # the package root as working folder: `-m` then imports these very sources
+    return start_detached([sys.executable, "-m", "traces.formats.nccl.kernel_aot", str(folder), "--lock", str(lock)],
+                          _HERE.parents[2], lock, _STALE_LOCK_S)
 
 
 def _writable(dirs: list[Path]) -> Path:
