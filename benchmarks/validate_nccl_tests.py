@@ -9,6 +9,10 @@ Each table is replayed on its own fabric (``fabrics.json``: preset and parameter
 NCCL environment (nccl_algo, nccl_proto, nvls, nccl_max_nchannels) stays.
 ``--only`` keeps the tables whose file name contains NAME (repeatable: one table reruns in a minute);
 ``--detail`` also prints every size: measured and simulated busbw and the simulated algorithm/protocol.
+
+Rows the measured table itself contradicts (``sim.bench.row_flags``: out-of-place over twice its in-place
+time, or over twice a larger size's time) are flagged, left out of the medians and counted in the
+``flagged`` column (>= 256 MiB / <= 1 MiB); ``all <=1M`` is the small median over every row.
 """
 
 from __future__ import annotations
@@ -64,7 +68,8 @@ def main() -> None:
             entry = trace.attrs["collsim"]["nccl_tests"][s.table]
             rows.append((f"{name}#{s.table}", entry["stem"], entry["nranks"], fab["transport"], s))
     sep = " | " if args.markdown else "  "
-    head = ["table", "op", "ranks", "transport", "n>=256M", "median", "worst", "n<=1M", "median", "worst"]
+    head = ["table", "op", "ranks", "transport", "n>=256M", "median", "worst", "n<=1M", "median", "worst",
+            "flagged", "all <=1M"]
     if args.markdown:
         print("| " + " | ".join(head) + " |")
         print("|" + "---|" * len(head))
@@ -72,7 +77,8 @@ def main() -> None:
         print(sep.join(head))
     for name, stem, n, transport, s in rows:
         cells = [name, stem, str(n), transport, str(s.large_n), _pct(s.large_median), _pct(s.large_worst),
-                 str(s.small_n), _pct(s.small_median), _pct(s.small_worst)]
+                 str(s.small_n), _pct(s.small_median), _pct(s.small_worst),
+                 f"{s.large_flagged}/{s.small_flagged}", _pct(s.small_median_all)]
         print(("| " + " | ".join(cells) + " |") if args.markdown else sep.join(cells))
     if args.detail:
         for name, table in details:
@@ -81,12 +87,16 @@ def main() -> None:
                       "NCCL's prediction  algo/proto")
                 for r in grp.itertuples(index=False):
                     print(f"  {r.size:>12d}  {r.busbw_measured:9.2f}  {r.busbw_sim:9.2f}  {r.ratio:6.3f}  "
-                          f"{r.time_measured_us:9.1f} {r.time_sim_us:9.1f} {r.time_nccl_us:9.1f}  {r.algo}/{r.proto}")
+                          f"{r.time_measured_us:9.1f} {r.time_sim_us:9.1f} {r.time_nccl_us:9.1f}  {r.algo}/{r.proto}"
+                          + (f"  flagged: {r.flag} (in-place {r.time_inplace_us:.1f} us)" if r.flag else ""))
     within_large = sum(1 for *_, s in rows if s.large_n and s.large_median <= 0.10)
     within_small = sum(1 for *_, s in rows if s.small_n and s.small_median <= 0.25)
     print(f"\n{len(rows)} tables; median error <= 10% at >= 256 MiB: {within_large} of "
           f"{sum(1 for *_, s in rows if s.large_n)}; <= 25% at <= 1 MiB: {within_small} of "
-          f"{sum(1 for *_, s in rows if s.small_n)}; {time.perf_counter() - t0:.0f} s")
+          f"{sum(1 for *_, s in rows if s.small_n)}; rows flagged: "
+          f"{sum(s.large_flagged + s.small_flagged for *_, s in rows)} of the size classes' "
+          f"{sum(s.large_n + s.small_n + s.large_flagged + s.small_flagged for *_, s in rows)}; "
+          f"{time.perf_counter() - t0:.0f} s")
 
 
 if __name__ == "__main__":

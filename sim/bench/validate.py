@@ -14,6 +14,7 @@ import networkx as nx
 import numpy as np
 import pandas as pd
 
+from sim.bench.row_flags import flag_rows
 from sim.bench.run import bench_table, run_trace_sizes
 from sim.bench.sizes import host_floor_s
 from sim.errors import SimError
@@ -25,7 +26,7 @@ __all__ = ["LARGE_BYTES", "SMALL_BYTES", "VALIDATE_COLUMNS", "error_summary", "n
 
 #: Columns of ``validate.parquet`` (SPEC §10 first, then context).
 VALIDATE_COLUMNS = ("size", "busbw_measured", "busbw_sim", "ratio", "op", "nranks", "table", "time_measured_us",
-                    "time_sim_us", "algo", "proto", "time_nccl_us", "gpus_per_thread")
+                    "time_sim_us", "algo", "proto", "time_nccl_us", "gpus_per_thread", "time_inplace_us", "flag")
 #: The issue's size classes: "large" is >= 256 MiB, "small" <= 1 MiB (nccl-tests' size column).
 LARGE_BYTES = 256 << 20
 SMALL_BYTES = 1 << 20
@@ -78,7 +79,8 @@ def validate_trace(trace: pd.DataFrame, build_graph: Callable[[Mapping[str, Any]
     Returns
     -------
     pandas.DataFrame
-        :data:`VALIDATE_COLUMNS`; ``ratio`` = simulated / measured busbw (nan where busbw printed 0).
+        :data:`VALIDATE_COLUMNS`; ``ratio`` = simulated / measured busbw (nan where busbw printed 0);
+        ``flag`` is :func:`sim.bench.row_flags.flag_rows`' verdict on the measured row (``""`` kept).
 
     Raises
     ------
@@ -103,6 +105,8 @@ def validate_trace(trace: pd.DataFrame, build_graph: Callable[[Mapping[str, Any]
         measured = bench_table(entry["op"], entry["size"], np.asarray(entry["time_us"], dtype=float) * 1e-6,
                                int(entry["nranks"]), None, dtype=entry["dtype"])["busbw"].to_numpy(dtype=float)
         busbw_sim = sim["busbw"].to_numpy(dtype=float)
+        # traces ingested before the in-place time was kept carry none: nothing is flagged by the columns
+        inplace_us = np.asarray(entry.get("time_inplace_us") or [np.nan] * len(entry["size"]), dtype=float)
         with np.errstate(divide="ignore", invalid="ignore"):
             ratio = np.where(measured > 0, busbw_sim / measured, np.nan)
         frames.append(pd.DataFrame({
@@ -112,28 +116,38 @@ def validate_trace(trace: pd.DataFrame, build_graph: Callable[[Mapping[str, Any]
             "algo": sim["algo"].to_numpy(), "proto": sim["proto"].to_numpy(),
             "time_nccl_us": nccl_predicted_us(entry["op"], sim["size"].to_numpy(), sim["algo"].to_numpy(),
                                               sim["proto"].to_numpy(), int(entry["nranks"]), graph),
-            "gpus_per_thread": g}))
+            "gpus_per_thread": g, "time_inplace_us": inplace_us,
+            "flag": flag_rows(entry["size"], entry["time_us"], inplace_us)}))
     return pd.concat(frames, ignore_index=True)[list(VALIDATE_COLUMNS)]
 
 
 def error_summary(table: pd.DataFrame) -> pd.DataFrame:
     """Per table: median and worst |busbw error| at >= 256 MiB and at <= 1 MiB (fractions; nan if none).
 
-    The error of a size is ``|sim / measured - 1|``.
+    The error of a size is ``|sim / measured - 1|``. Rows flagged by :func:`sim.bench.row_flags.flag_rows`
+    (column ``flag``, when the table has one) are left out of the median and worst and counted in
+    ``large_flagged`` / ``small_flagged``; ``large_median_all`` / ``small_median_all`` keep every row.
 
     Examples
     --------
     >>> t = pd.DataFrame({"table": [0, 0], "size": [1 << 30, 1024], "ratio": [1.1, 0.5]})
     >>> error_summary(t)[["large_median", "small_worst"]].round(3).values.tolist()
     [[0.1, 0.5]]
+    >>> t["flag"] = ["", "columns"]
+    >>> error_summary(t)[["small_n", "small_flagged", "small_median_all"]].values.tolist()
+    [[0.0, 1.0, 0.5]]
     """
     rows = []
     for k, grp in table.groupby("table", sort=True):
         err = (grp["ratio"] - 1.0).abs()
-        large = err[grp["size"] >= LARGE_BYTES].dropna()
-        small = err[grp["size"] <= SMALL_BYTES].dropna()
-        rows.append({"table": k, "large_n": len(large), "large_median": large.median() if len(large) else np.nan,
-                     "large_worst": large.max() if len(large) else np.nan, "small_n": len(small),
-                     "small_median": small.median() if len(small) else np.nan,
-                     "small_worst": small.max() if len(small) else np.nan})
+        flagged = grp["flag"].astype(str) != "" if "flag" in grp else pd.Series(False, index=grp.index)
+        row = {"table": k}
+        for name, in_class in (("large", grp["size"] >= LARGE_BYTES), ("small", grp["size"] <= SMALL_BYTES)):
+            every = err[in_class].dropna()
+            kept = every[~flagged[every.index]]
+            row.update({f"{name}_n": len(kept), f"{name}_median": kept.median() if len(kept) else np.nan,
+                        f"{name}_worst": kept.max() if len(kept) else np.nan,
+                        f"{name}_flagged": len(every) - len(kept),
+                        f"{name}_median_all": every.median() if len(every) else np.nan})
+        rows.append(row)
     return pd.DataFrame(rows)

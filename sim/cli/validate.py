@@ -31,7 +31,8 @@ def command(path: Path, topo: str, set_options: tuple[str, ...], routing: str, s
     FILE is *_perf stdout as saved (mpirun --tag-output or srun -l prefixes, several tables). Each table
     runs on X sized to its ranks and servers. Writes validate.parquet (size, busbw_measured, busbw_sim,
     ratio = sim / measured, ...), validate.csv and validate.png (the first table). The error of a size is
-    |ratio - 1|.
+    |ratio - 1|. Rows the measured table contradicts (out-of-place time over twice its in-place time,
+    or over twice a larger size's) are flagged (column flag), left out of the medians and counted.
     """
     import topologies
     from sim.bench.report import plot_validate, write_table
@@ -57,14 +58,15 @@ def command(path: Path, topo: str, set_options: tuple[str, ...], routing: str, s
     for k, grp in table.groupby("table", sort=True):
         entry = trace.attrs["collsim"]["nccl_tests"][k]
         click.echo(f"# table {k}: {entry['stem']}_perf, {entry['nranks']} ranks (line {entry['line']} of {path.name})")
-        click.echo(f"#{'size':>12}  {'measured':>9}  {'collsim':>9}  {'ratio':>6}  {'algo':>5}  {'proto':>6}")
+        click.echo(f"#{'size':>12}  {'measured':>9}  {'collsim':>9}  {'ratio':>6}  {'algo':>5}  {'proto':>6}  flag")
         for r in grp.itertuples(index=False):
             click.echo(f" {int(r.size):>12}  {r.busbw_measured:>9.2f}  {r.busbw_sim:>9.2f}  {r.ratio:>6.3f}  "
-                       f"{r.algo:>5}  {r.proto:>6}")
+                       f"{r.algo:>5}  {r.proto:>6}  {r.flag}".rstrip())
         s = summary[summary["table"] == k].iloc[0]
         click.echo(f"# busbw error: >= 256 MiB median {_pct(s.large_median)} worst {_pct(s.large_worst)} "
                    f"({int(s.large_n)} sizes); <= 1 MiB median {_pct(s.small_median)} worst {_pct(s.small_worst)} "
-                   f"({int(s.small_n)} sizes)")
+                   f"({int(s.small_n)} sizes); flagged rows left out: {int(s.large_flagged)} / "
+                   f"{int(s.small_flagged)}")
     out = out_dir or Path("simrun-out") / f"validate-{path.stem}"
     files = write_table(table, out, "validate")
     files.append(plot_validate(table[table["table"] == table["table"].iloc[0]] if table["table"].nunique() > 1

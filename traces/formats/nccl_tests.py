@@ -282,7 +282,8 @@ def tables_to_trace(tables: list[dict]) -> tuple[pd.DataFrame, dict]:
     gpn = next((t["gpus_per_node"] for t in tables if t["gpus_per_node"]), min(world, 8))
     summary = [{k: t[k] for k in ("op", "stem", "dtype", "nranks", "gpus_per_node", "nodes", "gpu", "line")}
                | {"file": t.get("file", ""), "comm": f"t{k}",
-                  **{c: [r[c] for r in t["rows"]] for c in ("size", "time_us", "algbw", "busbw", "busbw_inplace")}}
+                  **{c: [r[c] for r in t["rows"]] for c in ("size", "time_us", "algbw", "busbw", "busbw_inplace",
+                                                          "time_inplace_us")}}
                for k, t in enumerate(tables)]
     meta = new_metadata(world, comms, "nccl-tests", int(gpn), nccl_tests=summary)
     return pd.DataFrame(rows), meta
