@@ -19,7 +19,8 @@ from sim.planning.nccl_tables import (
     WIRE_BYTES_PER_PAYLOAD,
 )
 
-__all__ = ["p2p_latency_s", "paid_path_latency_s", "tree_base_latency_s", "tree_hop_latency_s", "wire_factor"]
+__all__ = ["p2p_latency_s", "paid_path_latency_s", "pxn_store_latency_s", "tree_base_latency_s", "tree_hop_latency_s",
+           "wire_factor"]
 
 
 def _proto_index(proto: str) -> int:
@@ -93,6 +94,25 @@ def p2p_latency_s(proto: str = "Simple", inter_node: bool = True) -> float:
     """
     p = _proto_index(proto)
     return (BASE_LAT_US["ring"][p] + HW_LAT_US["net" if inter_node else "nvlink"]["ring"][p]) * 1e-6
+
+
+def pxn_store_latency_s() -> float:
+    """What a PXN-relayed direct message waits at its relay before the network leg starts (seconds).
+
+    NCCL's proxy on the relay (``sendProxyProgress``, ``src/transport/net.cc``) ``isend``s a buffer slot
+    only once the sending GPU's write of that slot shows in ``recvTail``: the first
+    ``NCCL_P2P_NET_CHUNKSIZE`` chunk is stored at the relay over NVLink before it is forwarded, and the
+    later chunks stream behind it. So the message pays one NVLink Simple step on top of its network step
+    (the relayed connection is a network one: Simple, :func:`p2p_latency_s`), NCCL's own per-step figure
+    for it: ``hwLat`` NVLink / Ring / Simple, 3.4 us (``src/graph/tuning.cc``, 2.19 - 2.29 alike). The
+    first chunk's flight over NVLink (128 KiB at NVLink rate: 0.2 - 0.4 us) is not added.
+
+    Examples
+    --------
+    >>> round(pxn_store_latency_s() * 1e6, 1), round((p2p_latency_s() + pxn_store_latency_s()) * 1e6, 1)
+    (3.4, 25.8)
+    """
+    return HW_LAT_US["nvlink"]["ring"][PROTOS.index("Simple")] * 1e-6
 
 
 def paid_path_latency_s(path_latency_s, delay_s, chunk=None) -> np.ndarray:

@@ -49,6 +49,7 @@ import networkx as nx
 import numpy as np
 
 from sim.planning.plan import LEG_PATH, TransferPlan, excl_cumsum
+from sim.planning.plan_latency import pxn_store_latency_s
 
 __all__ = ["CONNECTION_STRIDE", "apply_pxn", "merge_streamed", "network_rails", "nvlink_domains", "pxn_relays",
            "relay_plan", "server_mates"]
@@ -234,7 +235,8 @@ def apply_pxn(plan: TransferPlan, relay: np.ndarray, pipelined: bool = False) ->
     By default the network leg waits for the NVLink leg (store and forward: a ring's chunk). With
     ``pipelined`` both legs start together and pay the transfer's delay (a direct plan's whole message:
     NCCL's proxy on the relay sends each 128 KiB chunk, ``NCCL_P2P_NET_CHUNKSIZE``, as it arrives, so the
-    message streams through the relay; the one-chunk lag is not modelled), and the NVLink leg is marked
+    message streams through the relay; the network leg also pays the first chunk's store at the relay,
+    :func:`sim.planning.plan_latency.pxn_store_latency_s`), and the NVLink leg is marked
     ``stream_next`` (:func:`merge_streamed` makes the pair one flow). Either way, what waited for the
     original waits for the network leg.
 
@@ -247,8 +249,8 @@ def apply_pxn(plan: TransferPlan, relay: np.ndarray, pipelined: bool = False) ->
     >>> q.src.tolist(), q.dst.tolist(), q.dep_idx.tolist(), q.delay_s.tolist()
     ([0, 1], [1, 3], [0], [1e-06, 0.0])
     >>> q = apply_pxn(p, np.array([1]), pipelined=True)
-    >>> q.src.tolist(), q.dst.tolist(), q.dep_ptr.tolist(), q.delay_s.tolist(), q.stream_next.tolist()
-    ([0, 1], [1, 3], [0, 0, 0], [1e-06, 1e-06], [True, False])
+    >>> q.src.tolist(), q.dst.tolist(), q.dep_ptr.tolist(), (q.delay_s * 1e6).round(3).tolist(), q.stream_next.tolist()
+    ([0, 1], [1, 3], [0, 0, 0], [1.0, 4.4], [True, False])
     """
     relay = np.asarray(relay, dtype=_I64)
     hop = relay >= 0
@@ -293,7 +295,8 @@ def apply_pxn(plan: TransferPlan, relay: np.ndarray, pipelined: bool = False) ->
     return dataclasses.replace(
         plan, src=spread(plan.src, relay.astype(plan.src.dtype)), dst=spread(plan.dst, None, relay[hop].astype(plan.dst.dtype)),
         bytes=spread(plan.bytes), channel=spread(plan.channel, connection.astype(plan.channel.dtype)),
-        delay_s=spread(plan.delay_s) if pipelined else spread(plan.delay_s, 0.0),
+        # a streamed message's network leg starts once its first chunk is stored at the relay
+        delay_s=spread(plan.delay_s, plan.delay_s + pxn_store_latency_s()) if pipelined else spread(plan.delay_s, 0.0),
         dep_ptr=ptr, dep_idx=dep, step=None if plan.step is None else spread(plan.step),
         chunk=None if plan.chunk is None else spread(plan.chunk), leg=spread(leg),
         stream_next=stream if stream.any() else None)

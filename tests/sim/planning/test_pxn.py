@@ -11,6 +11,7 @@ import topologies
 from sim.errors import SimError
 from sim.planning.collectives import plan_collective
 from sim.planning.options import PlanOptions
+from sim.planning.plan_latency import pxn_store_latency_s
 from sim.planning.pxn import CONNECTION_STRIDE, apply_pxn, merge_streamed, network_rails
 
 
@@ -34,12 +35,13 @@ def test_rail_only_alltoall_leaves_every_server_on_the_receivers_rail(servers, g
     local = sum(1 for a in range(n) for b in range(n) if a != b and a // gps == b // gps)
     assert plan.bytes[inter].sum() == pytest.approx((cross + same_rail) * size)
     assert plan.bytes[nvl].sum() == pytest.approx((cross + local) * size)
-    # a direct plan's relayed message streams through the relay: both legs start at once, with its delay
+    # a direct plan's relayed message streams through the relay: both legs start at once, with its delay,
+    # the network leg after the first chunk's store at the relay (one NVLink Simple step)
     assert len(plan.dep_idx) == 0
     lead = np.flatnonzero(nvl[:-1] & inter[1:] & (plan.dst[:-1] == plan.src[1:]))  # NVLink leg, then its network leg
     assert len(lead) == cross * parts
     assert np.array_equal(plan.bytes[lead], plan.bytes[lead + 1])
-    assert np.array_equal(plan.delay_s[lead], plan.delay_s[lead + 1])
+    assert np.allclose(plan.delay_s[lead] + pxn_store_latency_s(), plan.delay_s[lead + 1], rtol=0, atol=1e-15)
 
 
 @settings(max_examples=10, deadline=None)
@@ -68,7 +70,8 @@ def test_apply_pxn_keeps_every_dependency(servers, gps, seed, pipelined):
             assert legs == (plan.src[i], relay[i], relay[i], plan.dst[i])
             lead = sorted(q.dep_idx[q.dep_ptr[first]:q.dep_ptr[first + 1]].tolist())
             assert lead == want and got == (want if pipelined else [first])
-            assert q.delay_s[pos[i]] == (plan.delay_s[i] if pipelined else 0.0)
+            assert q.delay_s[pos[i]] == pytest.approx(plan.delay_s[i] + pxn_store_latency_s() if pipelined
+                                                      else 0.0, abs=1e-15)
             # the network leg hashes as the sender's own connection at the relay
             assert q.channel[pos[i]] == plan.channel[i] + CONNECTION_STRIDE * (1 + plan.src[i])
             assert q.channel[first] == plan.channel[i]
@@ -81,8 +84,10 @@ def test_apply_pxn_keeps_every_dependency(servers, gps, seed, pipelined):
     if not pipelined:
         assert merged is q and (via == -1).all()
         return
-    for name in ("src", "dst", "bytes", "delay_s", "dep_ptr", "dep_idx", "step", "chunk"):
+    for name in ("src", "dst", "bytes", "dep_ptr", "dep_idx", "step", "chunk"):
         np.testing.assert_array_equal(getattr(merged, name), getattr(plan, name))
+    # the merged message pays the network leg's delay: its own, and the store at the relay if relayed
+    np.testing.assert_allclose(merged.delay_s, plan.delay_s + np.where(hop, pxn_store_latency_s(), 0.0), rtol=0, atol=1e-15)
     np.testing.assert_array_equal(via, relay)
     np.testing.assert_array_equal(merged.channel, np.where(hop, q.channel[pos], plan.channel))
     np.testing.assert_array_equal(via_channel, plan.channel)
@@ -116,7 +121,7 @@ def test_sendrecv_leaves_on_the_receivers_rail_on_every_preset(preset):
     plan = plan_collective("Send", 1 << 20, [7, 8], graph=g)
     assert plan.src.tolist() == [7, 0] and plan.dst.tolist() == [0, 8]
     assert len(plan.dep_idx) == 0 and plan.bytes.tolist() == [1 << 20] * 2  # streamed through the relay
-    assert plan.delay_s[0] == plan.delay_s[1] > 0
+    assert plan.delay_s[0] > 0 and plan.delay_s[1] == pytest.approx(plan.delay_s[0] + pxn_store_latency_s())
     # same local rank: no relay; NCCL_PXN_DISABLE=1: none
     assert plan_collective("Send", 1 << 20, [3, 11], graph=g).src.tolist() == [3]
     assert plan_collective("Send", 1 << 20, [7, 8], graph=g, pxn=False).src.tolist() == [7]
