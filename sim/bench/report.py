@@ -142,7 +142,8 @@ def plot_bench(table: pd.DataFrame, path: Path, title: str) -> Path:
 
 
 def plot_validate(table: pd.DataFrame, path: Path, title: str) -> Path:
-    """Measured and simulated busbw against size (top) and their ratio (bottom)."""
+    """Measured and simulated busbw against size (top) and their ratio (bottom); rows flagged by
+    :func:`sim.bench.row_flags.flag_rows` (column ``flag``) are ringed in both panels."""
     fig = Figure(figsize=(8, 6), dpi=DPI)
     ax, ax2 = fig.subplots(2, 1, sharex=True, gridspec_kw={"height_ratios": [2, 1]})
     table = _positive_sizes(table, fig)
@@ -156,6 +157,12 @@ def plot_validate(table: pd.DataFrame, path: Path, title: str) -> Path:
     ax2.axhline(1.0, color="black", lw=0.8)
     ax2.axhspan(0.9, 1.1, color="tab:green", alpha=0.12, label="within 10%")
     ax2.plot(sizes, table["ratio"], "o-", color="tab:red", ms=4)
+    flagged = (table["flag"].astype(str) != "").to_numpy() if "flag" in table else np.zeros(len(table), bool)
+    if flagged.any():  # kept in the plot, marked as the table's own outliers
+        ring = dict(s=70, facecolors="none", edgecolors="tab:orange", linewidths=1.5, zorder=5)
+        ax.scatter(sizes[flagged], table["busbw_measured"].to_numpy()[flagged], label="flagged row", **ring)
+        ax2.scatter(sizes[flagged], table["ratio"].to_numpy()[flagged], **ring)
+        ax.legend(fontsize=8, loc="upper left")
     ax2.set_ylabel("sim / measured")
     ax2.legend(fontsize=8, loc="upper left")
     _size_axis(ax2, sizes)
