@@ -29,7 +29,10 @@ NIC presets (``nic=``)
     128-byte aligned writes in order; P5's default RDMA protocol can, so LL and LL128 stay);
     ``net_tuner``: the net plugin's tuner (``aws-ofi``: its region tuner, which beyond two servers
     overrides NCCL's choice, ``src/tuner/nccl_ofi_regions.cpp``; on two servers or fewer it falls back
-    to NCCL's own).
+    to NCCL's own); ``nccl_env``: the NCCL environment the net plugin exports on that platform unless the
+    run sets it (aws-ofi-nccl on P5/P5e: ``NCCL_BUFFSIZE=8388608``, ``platform_data_map`` in
+    ``src/platform-aws.cpp``, inserted without overwriting; the same map's ``NCCL_NVLS_CHUNKSIZE`` /
+    ``NCCL_NVLSTREE_MAX_CHUNKSIZE`` of 512 KiB are not modelled).
 NCCL environment (``nccl_algo=``, ``nccl_proto=``, ``nvls=``, ``nccl_max_nchannels=``, ``nccl_version=``,
 ``nccl_buffsize=``)
     What a platform's NCCL profile sets, as a fabric attribute: ``NCCL_ALGO`` / ``NCCL_PROTO`` lists
@@ -76,9 +79,11 @@ NIC_PRESETS: dict[str, dict[str, Any]] = {
              "about": "RoCE v2 (ConnectX), NCCL's IB transport"},
     "efa": {"efficiency": 0.94, "net_latency_us": 75.0, "protos": None,
             "net_phys_latency_us": 20.0, "net_phys_simple_extra_us": 3.0, "net_tuner": "aws-ofi",
+            "nccl_env": {"nccl_buffsize": 8388608},
             "about": "AWS EFA on P5/P5e via aws-ofi-nccl (RDMA protocol: LL, LL128, Simple; reports 75 us to "
                      "NCCL's tuner, pays 20 us per network step, +3 us for Simple; the plugin's region tuner "
-                     "beyond two servers)"},
+                     "beyond two servers; its platform environment's NCCL_BUFFSIZE=8388608 unless "
+                     "nccl_buffsize= is given)"},
     "tcpxo": {"efficiency": 0.94, "net_latency_us": 0.0, "protos": ("Simple",),
               "about": "GCP GPUDirect-TCPXO (plugin reports no latency; Simple only)"},
     "socket": {"efficiency": 0.94, "net_latency_us": 0.0, "protos": None,
@@ -191,6 +196,8 @@ def hardware_attrs(params: Mapping[str, Any], where: str = "topology") -> dict[s
                     out[extra] = float(entry[extra])
             if entry.get("net_tuner"):
                 out["net_tuner"] = str(entry["net_tuner"])
+            for env_key, env_value in entry.get("nccl_env", {}).items():
+                out.setdefault(env_key, env_value)  # the plugin's platform environment: the run's own value wins
     return out
 
 

@@ -16,6 +16,7 @@ from sim.planning.cost_model import CostModel
 from sim.planning.machine import graph_cost_model, graph_machine, ring_search_intra
 from sim.planning.nccl_tables import RING_SEARCH_MAX_CHANNELS, SM90_SPEED_ARRAY_INTRA, SPEED_ARRAY_INTRA
 from topologies.errors import TopologyError
+from topologies.hardware import hardware_attrs
 
 
 def _h100(**kw):
@@ -71,6 +72,10 @@ def test_buffsize_sets_the_simple_step_of_tree_chunks():
     assert (int(default.chunk.max()) + 1, int(big.chunk.max()) + 1) == (2, 1)
     assert big.bytes.sum() == pytest.approx(default.bytes.sum())  # the same bytes, in fewer pieces
     assert chunk_unit_bytes("LL", 8 << 20) == chunk_unit_bytes("LL")
+    # aws-ofi-nccl exports NCCL_BUFFSIZE=8388608 on P5 (platform-aws.cpp) unless the run sets it
+    assert hardware_attrs({"nic": "efa"})["nccl_buffsize"] == 8 << 20
+    assert hardware_attrs({"nic": "efa", "nccl_buffsize": 4 << 20})["nccl_buffsize"] == 4 << 20
+    assert "nccl_buffsize" not in hardware_attrs({"nic": "ib"})
     with pytest.raises(SimError, match="simple_buff_bytes"):
         CostModel(simple_buff_bytes=1000)
 
