@@ -29,8 +29,12 @@ NIC presets (``nic=``)
     128-byte aligned writes in order; P5's default RDMA protocol can, so LL and LL128 stay);
     ``net_tuner``: the net plugin's tuner (``aws-ofi``: its region tuner, which beyond two servers
     overrides NCCL's choice, ``src/tuner/nccl_ofi_regions.cpp``; on two servers or fewer it falls back
-    to NCCL's own).
-NCCL environment (``nccl_algo=``, ``nccl_proto=``, ``nvls=``, ``nccl_max_nchannels=``, ``nccl_version=``)
+    to NCCL's own); ``nccl_env``: the NCCL environment the net plugin exports on that platform unless the
+    run sets it (aws-ofi-nccl on P5/P5e: ``NCCL_BUFFSIZE=8388608``, ``platform_data_map`` in
+    ``src/platform-aws.cpp``, inserted without overwriting; the same map's ``NCCL_NVLS_CHUNKSIZE`` /
+    ``NCCL_NVLSTREE_MAX_CHUNKSIZE`` of 512 KiB are not modelled).
+NCCL environment (``nccl_algo=``, ``nccl_proto=``, ``nvls=``, ``nccl_max_nchannels=``, ``nccl_version=``,
+``nccl_buffsize=``)
     What a platform's NCCL profile sets, as a fabric attribute: ``NCCL_ALGO`` / ``NCCL_PROTO`` lists
     (NCCL's syntax, checked by ``sim.planning``), ``NCCL_NVLS_ENABLE`` (``nvls=off``: GCP's TCPX / TCPXO
     profiles set ``NCCL_NVLS_ENABLE=0``) and ``NCCL_MAX_NCHANNELS`` (GCP's A3 High profile runs
@@ -39,7 +43,10 @@ NCCL environment (``nccl_algo=``, ``nccl_proto=``, ``nvls=``, ``nccl_max_nchanne
     library, e.g. ``2.29.2`` or nccl-tests' ``22902``; kept as ``2.MINOR``) selects the tuner constants that
     changed after 2.23 (``sim.planning.tuning``; unset: 2.23's, which collsim's tables are) and the p2p
     channels per network peer, which differ between 2.19, 2.20 - 2.28 and 2.29 (``sim.planning.p2p``;
-    unset: NCCL's current release). They need no GPU or NIC preset.
+    unset: NCCL's current release). ``nccl_buffsize`` (``NCCL_BUFFSIZE`` in bytes, 65536 .. 2^30; NCCL's
+    default 4 MiB, ``src/init.cc``) sizes the Simple FIFO: a step is an eighth of it and trees, chains and
+    PAT pipeline in steps (``enqueue.cc``), so a larger buffer means larger chunks and a longer pipeline
+    fill (GCP's TCPXO profile, ``nccl-env-profile.sh``, sets 8 MiB). They need no GPU or NIC preset.
 """
 
 from __future__ import annotations
@@ -72,9 +79,11 @@ NIC_PRESETS: dict[str, dict[str, Any]] = {
              "about": "RoCE v2 (ConnectX), NCCL's IB transport"},
     "efa": {"efficiency": 0.94, "net_latency_us": 75.0, "protos": None,
             "net_phys_latency_us": 20.0, "net_phys_simple_extra_us": 3.0, "net_tuner": "aws-ofi",
+            "nccl_env": {"nccl_buffsize": 8388608},
             "about": "AWS EFA on P5/P5e via aws-ofi-nccl (RDMA protocol: LL, LL128, Simple; reports 75 us to "
                      "NCCL's tuner, pays 20 us per network step, +3 us for Simple; the plugin's region tuner "
-                     "beyond two servers)"},
+                     "beyond two servers; its platform environment's NCCL_BUFFSIZE=8388608 unless "
+                     "nccl_buffsize= is given)"},
     "tcpxo": {"efficiency": 0.94, "net_latency_us": 0.0, "protos": ("Simple",),
               "about": "GCP GPUDirect-TCPXO (plugin reports no latency; Simple only)"},
     "socket": {"efficiency": 0.94, "net_latency_us": 0.0, "protos": None,
@@ -82,7 +91,7 @@ NIC_PRESETS: dict[str, dict[str, Any]] = {
 }
 #: NCCL environment parameters (see the module docstring): name -> the NCCL variable it stands for.
 NCCL_ENV_KEYS: dict[str, str] = {"nccl_algo": "NCCL_ALGO", "nccl_proto": "NCCL_PROTO", "nvls": "NCCL_NVLS_ENABLE",
-                                 "nccl_max_nchannels": "NCCL_MAX_NCHANNELS",
+                                 "nccl_max_nchannels": "NCCL_MAX_NCHANNELS", "nccl_buffsize": "NCCL_BUFFSIZE",
                                  "nccl_version": "the NCCL library's version (nccl-tests prints nccl-library=22902)"}
 #: The hardware presets proper: what ``--no-presets`` (the line-rate model) drops.
 PRESET_KEYS = ("gpu", "nic")
@@ -115,6 +124,13 @@ def _nccl_env(params: Mapping[str, Any], where: str) -> dict[str, Any]:
     if value is not None:
         out["nccl_version"] = _nccl_version(value, where)
     _int_param(params, "nics_per_gpu", 8, "NICs NCCL sees per GPU", where, out)
+    value = params.get("nccl_buffsize")
+    if value is not None:  # below 64 KiB a Simple step is under 8 KiB: no platform profile sets that
+        if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value) \
+                or not 1 << 16 <= value <= 1 << 30:
+            raise TopologyError(f"{where}: parameter 'nccl_buffsize' must be an integer in 65536 .. {1 << 30} "
+                                f"(NCCL_BUFFSIZE bytes); got {value!r}")
+        out["nccl_buffsize"] = int(value)
     return out
 
 
@@ -180,6 +196,8 @@ def hardware_attrs(params: Mapping[str, Any], where: str = "topology") -> dict[s
                     out[extra] = float(entry[extra])
             if entry.get("net_tuner"):
                 out["net_tuner"] = str(entry["net_tuner"])
+            for env_key, env_value in entry.get("nccl_env", {}).items():
+                out.setdefault(env_key, env_value)  # the plugin's platform environment: the run's own value wins
     return out
 
 
@@ -213,7 +231,9 @@ def preset_help() -> str:
              "NCCL environment  nccl_algo= (NCCL_ALGO), nccl_proto= (NCCL_PROTO), nvls=on|off (NCCL_NVLS_ENABLE), "
              "nccl_max_nchannels= (NCCL_MAX_NCHANNELS: ring channels at the per-channel bandwidth of NCCL's "
              "topology search), nccl_version= (the library's, e.g. 2.29.2: its tuner's NVLS / NVLSTree / PAT constants, "
-             "default 2.23's; its p2p channels per network peer, default the current release's); nics_per_gpu= (NICs "
+             "default 2.23's; its p2p channels per network peer, default the current release's), nccl_buffsize= "
+             "(NCCL_BUFFSIZE bytes, 65536 .. 2^30, default 4194304: the Simple step of trees, chains and PAT is "
+             "an eighth of it); nics_per_gpu= (NICs "
              "NCCL sees per GPU, each at link_gbps / nics_per_gpu)",
              "Without presets links run at line rate with NCCL's H100 latencies (no protocol efficiency)."]
     return "\n\n".join(lines)

@@ -11,6 +11,8 @@ import math
 from sim.errors import SimError
 from sim.planning.cost_model import nccl_nbytes
 from sim.planning.nccl_tables import (
+    DEFAULT_BUFF_BYTES,
+    NCCL_STEPS,
     NVLS_CHANNELS,
     NVLS_CHUNK_BYTES,
     PROTOS,
@@ -81,9 +83,20 @@ def channels_for(op: str, algo: str, proto: str, nbytes: float, nranks: int,
     return int(max(1, min(cap, size // p_thr)))
 
 
-def chunk_unit_bytes(proto: str) -> int:
-    """Pipelining grain of a protocol: the payload of one NCCL FIFO step (bytes)."""
+def chunk_unit_bytes(proto: str, buff_bytes: int = DEFAULT_BUFF_BYTES) -> int:
+    """Pipelining grain of a protocol: the payload of one NCCL FIFO step (bytes).
+
+    Simple's step is ``NCCL_BUFFSIZE / NCCL_STEPS`` (``buff_bytes``, default 4 MiB: 512 KiB); LL and
+    LL128 keep their own buffers (``NCCL_BUFFSIZE`` does not change them, ``src/init.cc``).
+
+    Examples
+    --------
+    >>> chunk_unit_bytes("Simple"), chunk_unit_bytes("Simple", 8 << 20), chunk_unit_bytes("LL", 8 << 20)
+    (524288, 1048576, 32768)
+    """
     _check_proto(proto)
+    if proto == "Simple":
+        return int(buff_bytes) // NCCL_STEPS
     return STEP_PAYLOAD_BYTES[proto]
 
 
@@ -107,10 +120,11 @@ def chunks_for(step_bytes: float, proto: str, max_chunks: int = DEFAULT_MAX_CHUN
 
 
 def nccl_chunk_bytes(op: str, algo: str, proto: str, nbytes: float, nchannels: int, nranks: int,
-                     nnodes: int) -> float:
+                     nnodes: int, buff_bytes: int = DEFAULT_BUFF_BYTES) -> float:
     """Payload of one NCCL chunk (bytes), as ``enqueue.cc`` (2.23) sizes it.
 
-    One FIFO step of payload (``buffSize / NCCL_STEPS``: Simple 512 KiB, LL 32 KiB, LL128 576,000 B) times
+    One FIFO step of payload (``buffSize / NCCL_STEPS``: Simple 512 KiB at the default ``NCCL_BUFFSIZE``
+    ``buff_bytes`` of 4 MiB, LL 32 KiB, LL128 576,000 B) times
     the chunk steps (ring Simple AllReduce/AllGather/ReduceScatter: 4; trees, Broadcast, Reduce: 1); tree
     LL128 halves it while a channel would get too few chunks (``nBytes / (nChannels * chunk) <
     nsteps * 64 / ppn`` down to 128 KiB, ``* 16`` down to 32 KiB, ``nsteps = 1 + log2(nNodes) + 0.1 ppn``).
@@ -121,9 +135,10 @@ def nccl_chunk_bytes(op: str, algo: str, proto: str, nbytes: float, nchannels: i
     524288
     >>> nccl_chunk_bytes("AllReduce", "ring", "Simple", 1 << 30, 8, 16, 2)
     2097152
+    >>> nccl_chunk_bytes("AllReduce", "tree", "Simple", 1 << 30, 8, 16, 2, buff_bytes=8 << 20)
+    1048576
     """
-    _check_proto(proto)
-    chunk = STEP_PAYLOAD_BYTES[proto]
+    chunk = chunk_unit_bytes(proto, buff_bytes)
     if algo == "ring" and proto == "Simple" and op in ("AllReduce", "AllGather", "ReduceScatter"):
         chunk *= 4  # ALLREDUCE_CHUNKSTEPS = NCCL_STEPS / 2 (collectives.h)
     if algo == "tree" and proto == "LL128":

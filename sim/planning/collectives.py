@@ -339,12 +339,12 @@ def plan_collective(op: str, nbytes: float, ranks: Sequence[int] | np.ndarray, *
     pipelined = algo == "tree" or op in ("Broadcast", "Reduce")
     if pipelined and max_chunks is None:
         unit = chunk_bytes if chunk_bytes is not None else tuning.nccl_chunk_bytes(op, algo, proto, nbytes, nch, n,
-                                                                                  nnodes)
+                                                                                  nnodes, model.simple_buff_bytes)
         # NCCL's chunk count, uncapped: a long pipeline becomes three weighted pieces per edge (assemble)
         nchunks = tuning.pipeline_chunks(ch_bytes, unit)
     else:
         nchunks = tuning.chunks_for(grain, proto, tuning.DEFAULT_MAX_CHUNKS if max_chunks is None else max_chunks,
-                                    chunk_bytes)
+                                    chunk_bytes or tuning.chunk_unit_bytes(proto, model.simple_buff_bytes))
         nchunks = max(1, min(nchunks, max_transfers // (nch * per_channel)))
     if algo == "tree":
         parents = [logical.rank_tree(arr, server, c, nch) for c in range(nch)]

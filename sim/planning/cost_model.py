@@ -13,7 +13,10 @@ from sim.errors import SimError
 from sim.planning.nccl_tables import (
     ALGOS,
     ARCHS,
+    DEFAULT_BUFF_BYTES,
     LL_MAX_BW,
+    MAX_BUFF_BYTES,
+    MIN_BUFF_BYTES,
     NCCL_ALGO_NAMES,
     NCCL_PROTO_NAMES,
     NVLS_MIN_LOCAL_GPUS,
@@ -83,6 +86,10 @@ class CostModel:
     nvls : bool
         NVLink SHARP is available: every server of the communicator has an NVSwitch and the GPUs are
         sm90 or later (H100, H200, B200). Enables NVLS (one server) and NVLSTree (several).
+    simple_buff_bytes : int
+        ``NCCL_BUFFSIZE``: the Simple protocol's FIFO per connection (``src/init.cc``
+        ``DEFAULT_BUFFSIZE`` 4 MiB). One step is an eighth of it (``NCCL_STEPS``), and a step is the
+        chunk of trees and chains (``enqueue.cc``), so it sets their pipeline fill.
 
     Examples
     --------
@@ -113,6 +120,7 @@ class CostModel:
     nics_per_gpu: int = 1
     gpu_arch: str | None = None
     nccl_version: tuple[int, int] = (2, 23)
+    simple_buff_bytes: int = DEFAULT_BUFF_BYTES
 
     def __post_init__(self) -> None:
         if not (self.intra_bw_bytes_per_s > 0 and self.inter_bw_bytes_per_s > 0):
@@ -141,6 +149,10 @@ class CostModel:
             raise SimError(f"cost model: nics_per_gpu {self.nics_per_gpu!r} must be an int >= 1")
         if self.net_tuner is not None and self.net_tuner not in NET_TUNERS:
             raise SimError(f"cost model: net_tuner {self.net_tuner!r} is not one of: {', '.join(NET_TUNERS)}")
+        buff = self.simple_buff_bytes
+        if isinstance(buff, bool) or not isinstance(buff, int) or not MIN_BUFF_BYTES <= buff <= MAX_BUFF_BYTES:
+            raise SimError(f"cost model: simple_buff_bytes {buff!r} must be an int in {MIN_BUFF_BYTES} .. "
+                           f"{MAX_BUFF_BYTES} (NCCL_BUFFSIZE)")
         if self.net_phys_latency_us is not None and not self.net_phys_latency_us >= 0:
             raise SimError(f"cost model: net_phys_latency_us {self.net_phys_latency_us} must be >= 0")
         for name, allowed, known in (("algos", self.algos, ALGOS), ("protos", self.protos, PROTOS)):

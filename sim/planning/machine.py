@@ -156,6 +156,8 @@ def graph_cost_model(graph, intra_gbps: float = 0.0, inter_gbps: float = 0.0, *,
         # the tuner's tables are 2.23's unless the fabric names its library (topologies.hardware)
         nccl_version=p2p.parse_nccl_version(hw.get("nccl_version", "2.23"))[:2],
         nvls=bool(nvswitch) and arch in NVLS_ARCHS and bool(hw.get("nvls", True)),
+        # NCCL_BUFFSIZE of the run's profile (topologies.hardware): the Simple step of trees and chains
+        simple_buff_bytes=int(hw.get("nccl_buffsize", default.simple_buff_bytes)),
         algos=tuning.parse_nccl_list(attrs.get("nccl_algo") or hw.get("nccl_algo"), "algo"),
         protos=(tuning.parse_nccl_list(attrs.get("nccl_proto") or hw.get("nccl_proto"), "proto")
                 or _hardware_protos(attrs)))

@@ -17,11 +17,15 @@ __all__ = [
     "ARCHS",
     "BASE_LAT_US",
     "COLLECTIVE_ALGOS",
+    "DEFAULT_BUFF_BYTES",
     "HW_LAT_US",
     "LL_MAX_BW",
     "LL_MAX_SINGLE",
+    "MAX_BUFF_BYTES",
+    "MIN_BUFF_BYTES",
     "NCCL_ALGO_NAMES",
     "NCCL_PROTO_NAMES",
+    "NCCL_STEPS",
     "NVLS_ALGBW_RATIO",
     "NVLS_ARCHS",
     "NVLS_CHANNELS",
@@ -154,6 +158,14 @@ THREAD_THRESHOLD = {"LL": 8, "LL128": 8, "Simple": 64}
 # Payload of one NCCL FIFO step: Simple 4 MiB buffer / 8 steps; LL 8 data bytes per 16-byte line;
 # LL128 120 of every 128 bytes. Plans use it as the pipelining grain.
 STEP_PAYLOAD_BYTES = {"Simple": 512 * 1024, "LL": 32 * 1024, "LL128": 576_000}
+#: FIFO steps per connection (``NCCL_STEPS``, ``src/include/device.h``).
+NCCL_STEPS = 8
+#: ``NCCL_BUFFSIZE`` default (``DEFAULT_BUFFSIZE``, ``src/init.cc``): the Simple buffer, 8 steps of 512 KiB.
+#: The variable sets only the Simple buffer (LL / LL128 have their own, ``NCCL_LL_BUFFSIZE`` ...).
+DEFAULT_BUFF_BYTES = 1 << 22
+#: The range collsim accepts for ``NCCL_BUFFSIZE`` (NCCL takes any int64; outside this a step is under
+#: 8 KiB or over 128 MiB, which no platform profile sets).
+MIN_BUFF_BYTES, MAX_BUFF_BYTES = 1 << 16, 1 << 30
 #: NCCL_NVLS_NCHANNELS (16) and NCCL_NVLS_CHUNKSIZE (128 KiB): NVLS runs 16 channels of 128 KiB chunks per head.
 NVLS_CHANNELS = 16
 NVLS_CHUNK_BYTES = 128 * 1024

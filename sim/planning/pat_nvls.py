@@ -88,10 +88,10 @@ def pat_edges(op: str, ranks: np.ndarray, nchannels: int, block_bytes: float) ->
                  pos=np.arange(m, dtype=_I64), leg=np.full(m, LEG_PATH, np.int8))
 
 
-def _pat_chunk_bytes(op: str, nbytes_total: float, nchannels: int) -> float:
-    # enqueue.cc: one Simple step (512 KiB), halved down to 64 KiB while chunk x channels x 32 (AllGather)
-    # or x 16 (ReduceScatter) exceeds the op's bytes
-    chunk = chunking.chunk_unit_bytes("Simple")
+def _pat_chunk_bytes(op: str, nbytes_total: float, nchannels: int, buff_bytes: int) -> float:
+    # enqueue.cc: one Simple step (NCCL_BUFFSIZE / 8: 512 KiB by default), halved down to 64 KiB while
+    # chunk x channels x 32 (AllGather) or x 16 (ReduceScatter) exceeds the op's bytes
+    chunk = chunking.chunk_unit_bytes("Simple", buff_bytes)
     mult = 32 if op == "AllGather" else 16
     while chunk * nchannels * mult > nbytes_total and chunk > 65536:
         chunk //= 2
@@ -104,7 +104,7 @@ def pat_plan(op: str, ranks: np.ndarray, nbytes: float, model: tuning.CostModel,
     total = tuning.nccl_nbytes(op, nbytes, n)
     nch = int(opts.nchannels or tuning.channels_for(op, "ring", "Simple", nbytes, n, opts.max_channels))
     edges = pat_edges(op, ranks, nch, nbytes / nch)
-    unit = opts.chunk_bytes or _pat_chunk_bytes(op, total, nch)
+    unit = opts.chunk_bytes or _pat_chunk_bytes(op, total, nch, model.simple_buff_bytes)
     nchunks = chunking.pipeline_chunks(nbytes / nch, unit)
     if opts.max_chunks is not None:
         nchunks = min(nchunks, opts.max_chunks)

@@ -10,10 +10,13 @@ from hypothesis import strategies as st
 
 import topologies
 from sim.errors import SimError
+from sim.planning.chunking import chunk_unit_bytes
 from sim.planning.collectives import plan_collective
+from sim.planning.cost_model import CostModel
 from sim.planning.machine import graph_cost_model, graph_machine, ring_search_intra
 from sim.planning.nccl_tables import RING_SEARCH_MAX_CHANNELS, SM90_SPEED_ARRAY_INTRA, SPEED_ARRAY_INTRA
 from topologies.errors import TopologyError
+from topologies.hardware import hardware_attrs
 
 
 def _h100(**kw):
@@ -48,10 +51,33 @@ def test_nccl_algo_and_proto_from_the_fabric():
     ({"nccl_algo": ""}, "'nccl_algo' must be a non-empty NCCL_ALGO list"),
     ({"nccl_version": "3.1"}, "'nccl_version' must be an NCCL 2.x version"),
     ({"nccl_version": "latest"}, "'nccl_version' must be an NCCL 2.x version"),
+    ({"nccl_buffsize": 4096}, "'nccl_buffsize' must be an integer in 65536 .. 1073741824"),
+    ({"nccl_buffsize": 2 << 30}, "'nccl_buffsize' must be an integer in 65536 .. 1073741824"),
+    ({"nccl_buffsize": "8M"}, "'nccl_buffsize' must be an integer"),
 ])
 def test_bad_environment_values_name_the_parameter(params, message):
     with pytest.raises(TopologyError, match=message):
         topologies.build("rail_optimized", num_gpus=8, gpus_per_server=8, **params)
+
+
+def test_buffsize_sets_the_simple_step_of_tree_chunks():
+    # NCCL_BUFFSIZE / NCCL_STEPS is a Simple step, a tree's chunk (enqueue.cc): 1 MiB per channel of a
+    # 16-channel tree is two 512 KiB chunks by default, one 1 MiB chunk with an 8 MiB buffer; LL keeps its own
+    ranks = list(range(16))
+    kw = {"nvls": "off", "nccl_algo": "Tree", "nccl_proto": "Simple"}
+    default = plan_collective("AllReduce", 16 << 20, ranks, graph=_h100(**kw))
+    big = plan_collective("AllReduce", 16 << 20, ranks, graph=_h100(nccl_buffsize=8 << 20, **kw))
+    assert graph_cost_model(_h100()).simple_buff_bytes == 4 << 20
+    assert (default.algo, big.algo) == ("tree", "tree")
+    assert (int(default.chunk.max()) + 1, int(big.chunk.max()) + 1) == (2, 1)
+    assert big.bytes.sum() == pytest.approx(default.bytes.sum())  # the same bytes, in fewer pieces
+    assert chunk_unit_bytes("LL", 8 << 20) == chunk_unit_bytes("LL")
+    # aws-ofi-nccl exports NCCL_BUFFSIZE=8388608 on P5 (platform-aws.cpp) unless the run sets it
+    assert hardware_attrs({"nic": "efa"})["nccl_buffsize"] == 8 << 20
+    assert hardware_attrs({"nic": "efa", "nccl_buffsize": 4 << 20})["nccl_buffsize"] == 4 << 20
+    assert "nccl_buffsize" not in hardware_attrs({"nic": "ib"})
+    with pytest.raises(SimError, match="simple_buff_bytes"):
+        CostModel(simple_buff_bytes=1000)
 
 
 def test_max_channels_caps_nvlink_at_the_searched_channel_speed():
