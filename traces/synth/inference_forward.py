@@ -195,4 +195,5 @@ def emit_reference_broadcasts(b: TraceBuilder, step: Step, reqs, plan: Inference
         b.collective("tp0", "Broadcast", prompt_pickle_bytes(int(reqs.prompt_tokens[i])), "uint8", ctx, root=0)
 
 
-__all__ = ["emit_ep_forward", "emit_reference_broadcasts", "emit_tp_forward", "ep_comm_name", "layers_of_stage", "op_context", "prompt_pickle_bytes", "split_tokens"]
+__all__ = ["emit_ep_forward", "emit_reference_broadcasts", "emit_tp_forward", "ep_comm_name", "layers_of_stage",
+           "op_context", "prompt_pickle_bytes", "split_tokens"]
