@@ -85,9 +85,11 @@ class Chunk:
         return cand[self.equals(cand, cand + len(literal), literal)]
 
     def line_of(self, pos: np.ndarray) -> np.ndarray:
+        """Line index (0-based) of each byte position."""
         return np.searchsorted(self.ends, pos)
 
     def line_bounds(self, li: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(start, end) byte positions of lines ``li``, a trailing CR left out."""
         start = np.where(li > 0, self.ends[np.maximum(li - 1, 0)] + 1, 0)
         end = self.ends[li].copy()
         cr = (end > start) & (self.arr[np.maximum(end - 1, 0)] == 13)
@@ -95,6 +97,7 @@ class Chunk:
         return start, end
 
     def line_text(self, i: int) -> str:
+        """Line ``i`` as text (invalid UTF-8 replaced, a trailing CR left out)."""
         start = int(self.ends[i - 1]) + 1 if i > 0 else 0
         return self.buf[start: int(self.ends[i])].decode("utf-8", "replace").rstrip("\r")
 
@@ -107,6 +110,7 @@ class Chunk:
         return self.arr[start[:, None] + np.arange(width)]
 
     def equals(self, start: np.ndarray, end: np.ndarray, word: bytes) -> np.ndarray:
+        """Whether each [start, end) holds exactly ``word``."""
         ok = (end - start) == len(word)
         return ok & (self.gather(start, len(word)) == np.frombuffer(word, dtype=np.uint8)).all(axis=1)
 
