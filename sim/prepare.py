@@ -2,45 +2,31 @@
 (:class:`topologies.routing.Router`) into a :class:`sim.engine.prepared.PreparedOp`.
 
 This is the replay layer's side of the engine's narrow interface: plans and routes are made here, once
-per op identity (:func:`op_keys`), and handed to :class:`sim.engine.engine.Engine` as values.
+per op identity (:func:`op_keys`), and handed to :class:`sim.engine.engine.Engine` as values. The op
+identities are :mod:`sim.op_identity`, the rate ceilings and NVLS links :mod:`sim.prepared_links`, the run
+of the engine :mod:`sim.replay_run` (re-exported here).
 """
 
 from __future__ import annotations
 
-import gc
-import zlib
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import networkx as nx
 import numpy as np
 
 from sim.engine.csr import reverse_csr
-from sim.engine.memo import Record
 from sim.engine.paths import path_latency_s
 from sim.engine.prepared import PreparedOp
 from sim.engine.workload import OpTable
+from sim.op_identity import flow_key_base, op_classes, op_keys
 from sim.planning.plan_latency import paid_path_latency_s
-
-__all__ = ["KEEP_PLAN_TRANSFERS", "LazyOps", "Plans", "Preparer", "binding_caps", "flow_key_base", "nvlink_records", "op_classes",
-           "op_keys", "plan_op", "plan_p2p", "run_engine", "switch_leg_links"]
-
+from sim.prepared_links import binding_caps, switch_leg_links
+from sim.replay_run import LazyOps, nvlink_records, run_engine
 
 #: plans of more transfers than this are not kept between the reference bound and the replay (made again)
 KEEP_PLAN_TRANSFERS = 1 << 14
-
-
-def flow_key_base(comm: str) -> int:
-    """A stable per-communicator hash (crc32 of the name, 30 bits): NCCL opens its own connections (source
-    ports) per communicator, so ECMP hashes each communicator's flows apart. Both tiers route with it.
-
-    Examples
-    --------
-    >>> flow_key_base("ep") == flow_key_base("ep") != flow_key_base("tp0")
-    True
-    """
-    return zlib.crc32(comm.encode()) & 0x3FFFFFFF
 
 
 class Plans(dict):
@@ -243,81 +229,6 @@ class Preparer:
                           sub_link_idx=link_idx, footprint=footprint, sub_cap_bytes_per_s=sub_cap)
 
 
-def binding_caps(cap: np.ndarray | None, sub_transfer: np.ndarray, sub_link_ptr: np.ndarray,
-                 sub_link_idx: np.ndarray, capacity_bytes_per_s: np.ndarray) -> np.ndarray | None:
-    """Per sub-flow, its transfer's rate ceiling (bytes/s; the transfer's sub-flows share it), where it
-    can bind; ``None`` where none can.
-
-    A transfer never moves faster than the sum over its sub-flows of their paths' slowest links, so a
-    ceiling at or above that sum is dropped: the run is then exactly the run without it.
-
-    Examples
-    --------
-    >>> binding_caps(np.array([5.0, 50.0]), np.array([0, 1]), np.array([0, 1, 2]), np.array([0, 0]),
-    ...              np.array([10.0])).tolist()
-    [5.0, inf]
-    """
-    if cap is None or not len(sub_transfer):
-        return None
-    cap = np.asarray(cap, np.float64)[sub_transfer]
-    deg = np.diff(sub_link_ptr)
-    slowest = np.full(len(deg), np.inf)
-    has = deg > 0
-    if has.any():
-        per_link = np.asarray(capacity_bytes_per_s, np.float64)[sub_link_idx[sub_link_ptr[0]:sub_link_ptr[-1]]]
-        slowest[has] = np.minimum.reduceat(per_link, sub_link_ptr[:-1][has] - sub_link_ptr[0])
-    bound = np.bincount(sub_transfer, weights=np.where(has, slowest, 0.0), minlength=int(sub_transfer.max()) + 1)
-    cap = np.where(has & (cap < bound[sub_transfer]), cap, np.inf)
-    return cap if np.isfinite(cap).any() else None
-
-
-def switch_leg_links(router, gpus: np.ndarray, legs: np.ndarray, cache: dict | None = None) -> np.ndarray:
-    """Link of each NVLS leg: GPU -> its NVSwitch (leg 1) or NVSwitch -> GPU (leg 2)
-    (``sim.planning.plan.LEG_UP`` / ``LEG_DOWN``).
-
-    Raises
-    ------
-    sim.errors.SimError
-        A GPU with no NVSwitch (a plan made for another topology).
-    """
-    from sim.errors import SimError
-
-    cache = {} if cache is None else cache
-    out = np.empty(len(gpus), dtype=np.int64)
-    for i, (g, leg) in enumerate(zip(np.asarray(gpus).tolist(), np.asarray(legs).tolist(), strict=True)):
-        key = (g, leg)
-        if key not in cache:
-            node = f"gpu{g}"
-            nvs = [v for v in router.graph.neighbors(node) if router.graph.nodes[v].get("kind") == "nvswitch"]
-            if not nvs:
-                raise SimError(f"{router.name}: {node} has no NVSwitch for an NVLS transfer")
-            cache[key] = router.link_id[(node, nvs[0]) if leg == 1 else (nvs[0], node)]
-        out[i] = cache[key]
-    return out
-
-
-class LazyOps(Sequence):
-    """The prepared ops of a run, prepared when the engine first asks (:meth:`Preparer.take`).
-
-    Parameters
-    ----------
-    preparer : Preparer
-    n_ops : int
-    """
-
-    def __init__(self, preparer: Preparer, n_ops: int) -> None:
-        self.preparer = preparer
-        self.n_ops = n_ops
-
-    def __len__(self) -> int:
-        return self.n_ops
-
-    def __getitem__(self, op):
-        if isinstance(op, slice):
-            return [self[i] for i in range(*op.indices(self.n_ops))]
-        return self.preparer.take(int(op))
-
-
 def plan_op(rec: Mapping, split: np.ndarray | None, algo: str, graph: nx.Graph, meta: Mapping,
             options: Mapping[str, Any]):
     """:func:`sim.planning.collectives.plan_collective` for one collective op instance (ring orders from the
@@ -338,95 +249,5 @@ def plan_p2p(rec: Mapping, algo: str, graph: nx.Graph, options: Mapping[str, Any
                            graph=graph, comm_nranks=comm_nranks, **options)
 
 
-def op_keys(ops: OpTable, algo: str) -> list:
-    """Identity of each op's traffic: ops with equal keys make the same transfers over the same routes."""
-    f = ops.frame
-    keys = []
-    for i, (kind, comm, op, nb, root, src, dst) in enumerate(zip(
-            f["kind"], f["comm"], f["op"], f["rank_bytes"], f["root"], f["src"], f["dst"], strict=True)):
-        split = ops.splits[i]
-        sk = None if split is None else zlib.crc32(np.ascontiguousarray(split).tobytes()) ^ split.size
-        keys.append((kind, comm, op, int(nb), int(root), int(src), int(dst), sk, algo))
-    return keys
-
-
-def op_classes(ops: OpTable, algo: str, meta: Mapping) -> list:
-    """Traffic class of each op (:attr:`sim.engine.workload.Workload.op_class`): its :func:`op_keys` key with
-    the communicator's name replaced by what the plan depends on, its members in order and its logged ring
-    orders. Ops of one class make the same plan; their routes differ only through the communicator's ECMP
-    hash (:func:`flow_key_base`), which the engine checks by comparing the prepared ops.
-
-    Examples
-    --------
-    >>> import pandas as pd
-    >>> f = pd.DataFrame({"kind": ["coll"] * 3, "comm": ["a", "b", "c"], "op": ["AllReduce"] * 3,
-    ...                   "rank_bytes": [8] * 3, "root": [-1] * 3, "src": [-1] * 3, "dst": [-1] * 3,
-    ...                   "members": [np.array([0, 1]), np.array([0, 1]), np.array([2, 3])]})
-    >>> c = op_classes(OpTable(f, [None] * 3, {}), "auto", {})
-    >>> c[0] == c[1] != c[2]
-    True
-    """
-    rings = meta.get("rings") or {}
-    out = []
-    for key, comm, members in zip(op_keys(ops, algo), ops.frame["comm"], ops.frame["members"], strict=True):
-        ring = rings.get(comm)
-        ring_key = None if ring is None else repr(ring)
-        out.append((key[0], tuple(np.asarray(members).tolist()), ring_key, *key[2:]))
-    return out
-
-
-def nvlink_records(records: Mapping, preparer: Preparer, router) -> dict:
-    """Records of ops that used NVLink only, for the ideal run (durations only).
-
-    The non-blocking reference keeps every NVLink cable as it is, and plans are shared, so an op that
-    crosses no network link runs the same on both fabrics: its isolated duration carries over exactly.
-    The ideal run keeps no link statistics or flow log, so only the duration is kept.
-    """
-    kinds = router.links["kind"].to_numpy()
-    out = {}
-    for key, rec in records.items():
-        fp = rec.footprint
-        if fp is None:   # a record made without its footprint: the prepared op has it
-            prep = preparer.cache.get(key)
-            fp = None if prep is None else prep.footprint
-        if fp is None or len(fp) == 0:
-            continue
-        if (kinds[fp] == "nvlink").all():
-            out[key] = Record.slim(rec.duration_s, fp)
-    return out
-
-
-def run_engine(workload, preparer: Preparer, router, *, timing: str, completion_quantile: float,
-               bin_s: float | None, memoize: bool, progress=None, label=None, link_stats: bool = True,
-               memo: dict | None = None, processes=(), flows: str | None = None, sinks=()):
-    """One replay of ``workload`` over the routes of ``router``: ops prepared as they start, the engine run.
-
-    Flows are streamed, not kept: with ``link_stats`` (the real fabric) incast is detected as flows
-    finish (:class:`sim.results.incast_stream.IncastStream`, the log's ``incast``) and the log keeps a
-    bounded sample of the flows (for ``timeline.json``); the ideal reference keeps none. ``flows``
-    (``keep`` / ``sample`` / ``none``) overrides that; ``sinks`` receive every finished flow too.
-
-    Returns
-    -------
-    sim.engine.engine.EngineLog
-    """
-    from sim.engine.engine import Engine
-    from sim.network.flow_network import FlowNetwork
-    from sim.results.incast_stream import IncastStream
-
-    cap = router.links["capacity_gbps"].to_numpy(np.float64) * 1e9 / 8
-    prepared = LazyOps(preparer, workload.n_ops)   # prepared as ops start, dropped after their key's last
-    names = list(zip(router.links["src"].astype(str), router.links["dst"].astype(str), strict=True))
-    # the engine reads each advance's last_finish_s: no per-flow times kept over the whole run
-    net = FlowNetwork(cap, completion_quantile=completion_quantile, keep_flow_times=False)
-    engine = Engine(workload, prepared, net, timing=timing,
-                    bin_s=bin_s, memoize=memoize, memo=memo, link_stats=link_stats, progress=progress,
-                    label=label, processes=processes, link_names=names,
-                    flows=flows or ("sample" if link_stats else "none"),
-                    sinks=[*([IncastStream(router.links, preparer.graph)] if link_stats else []), *sinks])
-    log = engine.run()
-    # the engine, its network and clock point at each other (callbacks): collect them now, before the
-    # next run allocates its own, so two runs' per-flow arrays never coexist
-    del engine
-    gc.collect()
-    return log
+__all__ = ["KEEP_PLAN_TRANSFERS", "LazyOps", "Plans", "Preparer", "binding_caps", "flow_key_base", "nvlink_records",
+           "op_classes", "op_keys", "plan_op", "plan_p2p", "run_engine", "switch_leg_links"]

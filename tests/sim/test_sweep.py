@@ -1,4 +1,4 @@
-"""Sweeps (SPEC §8): grid parsing and expansion, the table, Dask = serial, one-line errors."""
+"""Sweeps (SPEC §8): the table, a point = the run, Dask = serial, one-line errors (the grid: test_sweep_grid.py)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,7 @@ import pandas as pd
 import pytest
 
 from sim.cli import main
-from sim.cli.sweep import parse_grid
-from sim.errors import SimError
-from sim.sweep import Point, expand, run_point, run_sweep, scalar_summary, split_grid_values, split_params
+from sim.sweep import expand, run_point, run_sweep
 from traces.io import write_trace
 from traces.schema import new_metadata
 
@@ -41,38 +39,6 @@ def trace_df():
 @pytest.fixture
 def trace_path(trace_df, tmp_path):
     return write_trace(trace_df, tmp_path / "tiny.parquet")
-
-
-def test_grid_values_split_on_bar_and_parse_like_run():
-    grid = parse_grid(("oversubscription=1|2|4,k=8", "name=a|b", "x=1.5|true"))
-    assert grid == {"oversubscription": [1, 2, 4], "k": [8], "name": ["a", "b"], "x": [1.5, True]}
-    with pytest.raises(SimError, match="empty value"):
-        split_grid_values("1||2", int)
-
-
-def test_expand_is_the_cartesian_product_in_order():
-    points = expand(["a", "b"], {"x": [1, 2, 3], "y": ["u"]}, ["ring", "tree"], ["ecmp"], seed=7)
-    assert len(points) == 2 * 3 * 1 * 2 * 1
-    assert [p.index for p in points] == list(range(12))
-    assert len({(p.topo, p.params, p.algo, p.routing) for p in points}) == 12
-    assert all(p.seed == 7 for p in points)
-    assert points[0] == Point(0, "a", (("x", 1), ("y", "u")), "ring", "ecmp", 7)
-    assert points[1].algo == "tree" and points[2].params[0] == ("x", 2) and points[6].topo == "b"
-    with pytest.raises(SimError, match="--algo"):
-        expand(["a"], {}, [], ["ecmp"])
-
-
-def test_params_split_between_simulator_and_topology():
-    topo, sim = split_params((("oversubscription", 2), ("completion_quantile", 0.1), ("k", 4)))
-    assert topo == {"oversubscription": 2, "k": 4} and sim == {"completion_quantile": 0.1}
-
-
-def test_scalar_summary_keeps_scalars_and_adds_makespan_vs_ideal():
-    row = scalar_summary({"trace": "t", "makespan_s": 3.0, "ideal_makespan_s": 1.5, "flows": 4,
-                          "hot_links": [{"link": "a->b"}], "skipped": {"x": 1}, "incast_events": 0})
-    assert row == {"trace": "t", "makespan_s": 3.0, "ideal_makespan_s": 1.5, "flows": 4, "incast_events": 0,
-                   "makespan_vs_ideal": 2.0}
-    assert math.isnan(scalar_summary({"makespan_s": 1.0, "ideal_makespan_s": 0.0})["makespan_vs_ideal"])
 
 
 @pytest.mark.parametrize(("extra", "needle"), [

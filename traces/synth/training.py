@@ -25,12 +25,12 @@ Per micro-batch and layer (``b`` micro-batch size, ``s`` sequence length, ``h`` 
 - after the gradient sync: the tied-embedding AllReduce between first and last stage (GPT with ``pp > 1``),
   the sequence-parallel norm-gradient AllReduce over TP, and one fp32 AllReduce of the gradient norm over
   the model-parallel group.
+
+The plan, its checks and the per-rank parameter arithmetic are :mod:`traces.synth.training_plan`; this
+module emits the run (:func:`synthesize_training`).
 """
 
 from __future__ import annotations
-
-import math
-from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -40,119 +40,14 @@ from traces.synth.builder import TraceBuilder
 from traces.synth.compute import ComputeModel, get_gpu
 from traces.synth.models import ModelSpec
 from traces.synth.router import Router, copies_matrix
-from traces.synth.workload import plan_from_options
-
-
-@dataclass(frozen=True)
-class TrainingPlan:
-    """Parallelism and batch of a training run (see :func:`synthesize_training`)."""
-
-    tp: int = 1
-    pp: int = 1
-    dp: int = 1
-    ep: int = 1
-    gpus_per_node: int = 8
-    nodes: int | None = None
-    micro_batches: int | None = None
-    micro_batch_size: int = 1
-    seq_len: int = 4096
-    zero: int = 0
-    bucket_elems: int = 40_000_000
-    grad_dtype: str = "fp32"
-    sequence_parallel: bool = False
-    steps: int = 1
-    seed: int = 0
-    gpu: str = "h100"
-    mfu: float = 0.4
-    router_skew: float = 0.5
-    nvlink_gbps: float = 3600.0
-    net_gbps: float = 400.0
-
-    @classmethod
-    def from_options(cls, options: dict) -> TrainingPlan:
-        """Build a plan from keyword options, rejecting unknown names with one line."""
-        return plan_from_options(cls, options, "training")
-
-
-def padded_vocab(spec: ModelSpec, tp: int, multiple: int = 128) -> int:
-    """Megatron pads the vocabulary to a multiple of ``multiple × tp`` (``--make-vocab-size-divisible-by``)."""
-    step = multiple * tp
-    return math.ceil(spec.vocab / step) * step
-
-
-def layer_params_per_rank(spec: ModelSpec, tp: int, ep: int = 1, moe: bool = False) -> dict[str, int]:
-    """Parameters of one block held by one rank, split into ``dense`` (reduced over DP) and ``expert``.
-
-    Column-parallel weights and biases are split over ``tp``; row-parallel biases and norms are replicated.
-    """
-    h, hd = spec.hidden, spec.head_dim
-    qkv_out = (spec.heads + 2 * spec.kv_heads) * hd
-    attn = (h * qkv_out + spec.heads * hd * h) // tp
-    if spec.bias:
-        attn += qkv_out // tp + h
-    norms = spec.norm_params_per_layer()
-    if moe:
-        experts = (spec.experts // ep) * spec.mlp_params(spec.moe_inter) // tp
-        return {"dense": attn + norms + h * spec.experts, "expert": experts}
-    if spec.mlp == "swiglu":
-        mlp = 3 * h * spec.ffn_inter // tp
-    else:
-        mlp = 2 * h * spec.ffn_inter // tp + (spec.ffn_inter // tp + h if spec.bias else 0)
-    return {"dense": attn + mlp + norms, "expert": 0}
-
-
-def stage_layers(spec: ModelSpec, pp: int, stage: int) -> range:
-    """Blocks of pipeline ``stage`` (an even split)."""
-    bounds = np.linspace(0, spec.layers, pp + 1).round().astype(int)
-    return range(int(bounds[stage]), int(bounds[stage + 1]))
-
-
-def _chunks(spec: ModelSpec, plan: TrainingPlan, stage: int) -> list[tuple[str, int, int]]:
-    """The stage's parameter units in forward order: ``(name, dense params, expert params)`` per rank."""
-    tp, pp = plan.tp, plan.pp
-    out: list[tuple[str, int, int]] = []
-    vocab_rows = padded_vocab(spec, tp) // tp
-    if stage == 0:
-        out.append(("embed", vocab_rows * spec.hidden + spec.learned_positions * spec.hidden, 0))
-    for layer in stage_layers(spec, pp, stage):
-        p = layer_params_per_rank(spec, tp, plan.ep, spec.is_moe and layer >= spec.dense_layers)
-        out.append((f"layer{layer}", p["dense"], p["expert"]))
-    if stage == pp - 1:
-        norm = 2 * spec.hidden if spec.bias else spec.hidden
-        head = 0 if (spec.tied_embeddings and pp == 1) else vocab_rows * spec.hidden
-        out.append(("head", norm + head, 0))
-    return out
-
-
-def _check(spec: ModelSpec, plan: TrainingPlan) -> int:
-    for name in ("tp", "pp", "dp", "ep", "gpus_per_node", "micro_batch_size", "seq_len", "bucket_elems", "steps"):
-        value = getattr(plan, name)
-        if not isinstance(value, int) or value < 1:
-            raise TraceError(f"option '{name}' must be a positive integer, got {value!r}")
-    if plan.zero not in (0, 1, 3):
-        raise TraceError(f"option 'zero' must be 0, 1 or 3, got {plan.zero!r}")
-    if plan.grad_dtype not in ("fp32", "bf16"):
-        raise TraceError(f"option 'grad_dtype' must be fp32 or bf16, got {plan.grad_dtype!r}")
-    if spec.heads % plan.tp or spec.kv_heads % plan.tp:
-        raise TraceError(f"tp={plan.tp} must divide the {spec.heads} heads and {spec.kv_heads} KV heads of {spec.name}")
-    if spec.is_mla:
-        raise TraceError(f"training synthesis covers Llama, GPT and Mixtral; {spec.name} uses MLA (use inference)")
-    if plan.ep > 1:
-        if not spec.is_moe:
-            raise TraceError(f"option 'ep' needs an MoE model; {spec.name} is dense")
-        if plan.tp != 1 or plan.dp % plan.ep or spec.experts % plan.ep:
-            raise TraceError(f"ep={plan.ep} needs tp = 1 and must divide dp ({plan.dp}) and the {spec.experts} experts")
-        if plan.zero == 3:
-            raise TraceError("zero=3 (FSDP) with expert parallelism is not modelled; use zero 0 or 1")
-    if plan.pp > spec.layers:
-        raise TraceError(f"pp={plan.pp} exceeds the {spec.layers} layers of {spec.name}")
-    world = plan.tp * plan.pp * plan.dp
-    if plan.nodes is not None and plan.nodes * plan.gpus_per_node != world:
-        raise TraceError(f"--nodes {plan.nodes} × --gpus-per-node {plan.gpus_per_node} = "
-                         f"{plan.nodes * plan.gpus_per_node} GPUs, but tp × pp × dp = {world}")
-    if plan.micro_batches is not None and plan.micro_batches < 1:
-        raise TraceError(f"option 'micro_batches' must be at least 1, got {plan.micro_batches}")
-    return world
+from traces.synth.training_plan import (
+    TrainingPlan,
+    check_plan,
+    layer_params_per_rank,
+    padded_vocab,
+    param_units,
+    stage_layers,
+)
 
 
 class _Training:
@@ -234,7 +129,7 @@ class _Training:
         full = self.tokens * spec.hidden
         ctx = f"phase=forward;step={step};microbatch={mb}"
         sp = p.sequence_parallel and p.tp > 1
-        for name, dense, expert in _chunks(spec, p, s):
+        for name, dense, expert in param_units(spec, p, s):
             if p.zero == 3:
                 self.dp_coll(s, "AllGather", _shard(dense + expert, p.dp), "bf16", f"{ctx};unit={name};site=fsdp_ag")
             if name == "embed":
@@ -294,7 +189,7 @@ class _Training:
         ctx = f"phase=backward;step={step};microbatch={mb}"
         sp = p.sequence_parallel and p.tp > 1
         gdt = p.grad_dtype
-        for name, dense, expert in reversed(_chunks(spec, p, s)):
+        for name, dense, expert in reversed(param_units(spec, p, s)):
             if p.zero == 3:
                 self.dp_coll(s, "AllGather", _shard(dense + expert, p.dp), "bf16", f"{ctx};unit={name};site=fsdp_ag")
             if name == "head":
@@ -335,14 +230,14 @@ class _Training:
     def make_buckets(self, s: int) -> list[dict]:
         """Gradient buckets of stage ``s`` in backward order: ``{"last": unit, "dense": n, "expert": n}``."""
         out, cur = [], {"dense": 0, "expert": 0}
-        for name, dense, expert in reversed(_chunks(self.spec, self.plan, s)):
+        for name, dense, expert in reversed(param_units(self.spec, self.plan, s)):
             cur["dense"] += dense
             cur["expert"] += expert
             if cur["dense"] + cur["expert"] >= self.plan.bucket_elems:
                 out.append({"last": name, **cur})
                 cur = {"dense": 0, "expert": 0}
         if cur["dense"] + cur["expert"]:
-            out.append({"last": _chunks(self.spec, self.plan, s)[0][0], **cur})
+            out.append({"last": param_units(self.spec, self.plan, s)[0][0], **cur})
         return out
 
     def _flush_buckets(self, s: int, unit: str, buckets: list[dict], step: int) -> None:
@@ -421,7 +316,7 @@ class _Training:
                 for d in range(p.dp):
                     b.collective(f"mp{d}", "AllReduce", 1, "fp32", f"{ctx};site=grad_norm")
             for s in range(p.pp):
-                b.compute(self.stage_ranks(s), self.comp.time_s(0.0, sum(c[1] + c[2] for c in _chunks(spec, p, s))
+                b.compute(self.stage_ranks(s), self.comp.time_s(0.0, sum(c[1] + c[2] for c in param_units(spec, p, s))
                                                                 * 16 / max(1, p.dp if p.zero else 1)))
                 for kind, n in self.pending_ag[s]:
                     self.dp_coll(s, "AllGather", _shard(n, p.dp), "bf16", f"{ctx};site=param_ag",
@@ -462,7 +357,7 @@ def synthesize_training(spec: ModelSpec, plan: TrainingPlan) -> pd.DataFrame:
     TraceError
         For an inconsistent plan.
     """
-    world = _check(spec, plan)
+    world = check_plan(spec, plan)
     return _Training(spec, plan, world).run()
 
 

@@ -42,8 +42,9 @@ __all__ = ["BUILD_ENV", "DIR_ENV", "ENTRY_POINTS", "build", "build_dirs", "build
 #: The functions of :mod:`traces.formats.nccl.kernel_numba` the module exports (the callers' whole use).
 ENTRY_POINTS = ("scan_chunk", "span_hashes", "spans_equal")
 _HERE = Path(__file__).resolve().parent
-#: The sources compiled into the module (the kernel, its columns, and the op names frozen into its tables).
-_SOURCES = ("kernel_numba.py", "kernel_cols.py", "layout.py")
+#: The sources compiled into the module (the kernel, its field readers, its columns, and the op names frozen
+#: into its tables).
+_SOURCES = ("kernel_numba.py", "kernel_fields.py", "kernel_cols.py", "layout.py")
 #: Environment variable naming a folder to build into and load from before the default ones.
 DIR_ENV = "COLLSIM_KERNEL_DIR"
 #: A lock file older than this is a builder that died (a build takes well under a minute of CPU).

@@ -4,7 +4,14 @@ The COLL format string is fixed (``docs/nccl_logs.md``), so once the positions o
 are known (one numpy pass), token k of every COLL body is a pair of array lookups, and numbers are read
 from a (rows x digits) matrix of bytes. No regex runs per line. Rows whose layout is not exactly one of the
 known ones (interleaved writes, missing prefix, odd tokens) are flagged, and the caller parses those with
-the forgiving per-line parser; both paths give the same fields.
+the forgiving per-line parser; both paths give the same fields. The chunk's byte operations are
+:mod:`traces.formats.nccl.chunk_bytes`, the outer timestamps :mod:`traces.formats.nccl.chunk_stamps`
+(re-exported here).
+
+Examples
+--------
+>>> max(LAYOUTS) + 1 == SPACE_WINDOW  # the chunk's windows hold one space more than the longest layout
+True
 """
 
 from __future__ import annotations
@@ -13,129 +20,19 @@ import re
 
 import numpy as np
 
-from traces.arrays import factorize
 from traces.formats.nccl import layout as L
+from traces.formats.nccl.chunk_bytes import PAD, SPACE_WINDOW, Chunk, distinct_tokens
+from traces.formats.nccl.chunk_stamps import NO_TS, outer_timestamps, text_timestamps
 from traces.lazy import lazy_module
 
 pd = lazy_module("pandas")  # first use imports it: `simrun ingest` of NCCL logs never does
-
-NO_TS = np.iinfo(np.int64).min
-_HEX = np.full(256, 255, dtype=np.uint8)
-for _k, _c in enumerate(b"0123456789abcdef"):
-    _HEX[_c] = _k
-for _k, _c in enumerate(b"ABCDEF"):
-    _HEX[_c] = 10 + _k
-_POW10 = 10 ** np.arange(19, dtype=np.int64)
 _OP_BYTES = {name.encode(): name for name in L.NCCL_OPS}
 #: token count after ": opCount " -> (shift for ` acc %p`, has RCCL ` task %d globalrank %d`).
 LAYOUTS: dict[int, tuple[int, bool]] = {18: (0, False), 17: (0, False), 20: (2, False), 19: (2, False),
                                         22: (0, True), 24: (2, True)}
-#: Spaces read per COLL body: one more than the longest layout has, to tell "too many tokens".
-_WINDOW = max(LAYOUTS) + 1
-
-
-#: Bytes of zero padding after a chunk, so fixed-width gathers never run past the end.
-PAD = 64
-
-
-#: Below this many occurrences in a chunk, :meth:`Chunk.find` loops over ``bytes.find``.
-_FIND_LOOP_MAX = 1000
-
-
-class Chunk:
-    """One chunk of complete lines, with newline and space positions for positional lookups."""
-
-    def __init__(self, buf: bytes):
-        self.buf = buf
-        self.n = len(buf)
-        self.arr = np.frombuffer(buf + bytes(PAD), dtype=np.uint8)
-        real = self.arr[: self.n]
-        ends = np.flatnonzero(real == 10)
-        if self.n and (len(ends) == 0 or ends[-1] != self.n - 1):
-            ends = np.append(ends, self.n)
-        self.ends = ends  # line i ends (exclusive, at its newline) at ends[i]
-        self.sp = np.flatnonzero(real == 32)
-        # Space positions padded with a value past every line end, read as windows (see coll_fields).
-        self._sp_windows = np.lib.stride_tricks.sliding_window_view(
-            np.concatenate([self.sp, np.full(_WINDOW + 2, self.n + 1, dtype=self.sp.dtype)]), _WINDOW)
-        self._where: dict[int, np.ndarray] = {}
-        self._windows = np.lib.stride_tricks.sliding_window_view(self.arr, PAD)
-
-    def find(self, literal: bytes, anchor: int) -> np.ndarray:
-        """Start positions of ``literal``: candidates where its byte ``anchor`` occurs, then verified.
-
-        Literals that are absent or rare in the chunk (Init, version, ring lines) are found by the C substring
-        search instead: a count is far cheaper than a numpy pass over the whole chunk.
-        """
-        if self.buf.count(literal) < _FIND_LOOP_MAX:
-            out = []
-            pos = self.buf.find(literal)
-            while pos >= 0:  # overlapping hits too, as the numpy path finds them
-                out.append(pos)
-                pos = self.buf.find(literal, pos + 1)
-            return np.array(out, dtype=np.int64)
-        byte = literal[anchor]
-        if byte not in self._where:  # ": opCount " and "Channel " share their 'C' pass
-            self._where[byte] = np.flatnonzero(self.arr[: self.n] == byte)
-        cand = self._where[byte] - anchor
-        cand = cand[(cand >= 0) & (cand + len(literal) <= self.n)]
-        # First and last byte by single lookups (cheap) before the full comparison of the survivors.
-        cand = cand[(self.arr[cand] == literal[0]) & (self.arr[cand + len(literal) - 1] == literal[-1])]
-        return cand[self.equals(cand, cand + len(literal), literal)]
-
-    def line_of(self, pos: np.ndarray) -> np.ndarray:
-        return np.searchsorted(self.ends, pos)
-
-    def line_bounds(self, li: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        start = np.where(li > 0, self.ends[np.maximum(li - 1, 0)] + 1, 0)
-        end = self.ends[li].copy()
-        cr = (end > start) & (self.arr[np.maximum(end - 1, 0)] == 13)
-        end[cr] -= 1
-        return start, end
-
-    def line_text(self, i: int) -> str:
-        start = int(self.ends[i - 1]) + 1 if i > 0 else 0
-        return self.buf[start: int(self.ends[i])].decode("utf-8", "replace").rstrip("\r")
-
-    def gather(self, start: np.ndarray, width: int) -> np.ndarray:
-        """(rows x width) bytes from each start; a start outside the chunk reads the zero padding."""
-        start = np.where((start < 0) | (start > self.n), self.n, start)
-        if width <= PAD:
-            # Rows of a strided window view: one small copy per row, no (rows x width) index matrix.
-            return self._windows[start, :width]
-        return self.arr[start[:, None] + np.arange(width)]
-
-    def equals(self, start: np.ndarray, end: np.ndarray, word: bytes) -> np.ndarray:
-        ok = (end - start) == len(word)
-        return ok & (self.gather(start, len(word)) == np.frombuffer(word, dtype=np.uint8)).all(axis=1)
-
-    def decimal(self, start: np.ndarray, end: np.ndarray, width: int = 18) -> tuple[np.ndarray, np.ndarray]:
-        """Signed decimal integers in [start, end) of at most ``width`` digits; mask of well-formed rows."""
-        neg = self.arr[np.minimum(start, self.n)] == 45
-        start = start + neg
-        length = end - start
-        ok = (length >= 1) & (length <= width)
-        width = int(min(width, max(int(length.max(initial=1)), 1)))  # gather only as wide as needed
-        digits = self.gather(start, width).astype(np.int64) - 48
-        inside = np.arange(width) < length[:, None]
-        ok &= ((digits >= 0) & (digits <= 9) | ~inside).all(axis=1)
-        power = _POW10[np.clip(length[:, None] - 1 - np.arange(width), 0, 18)]
-        value = (np.where(inside, digits, 0) * power).sum(axis=1)
-        return np.where(neg, -value, value), ok
-
-    def hexnum(self, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Hex integers (no ``0x``) in [start, end), as uint64; mask of well-formed rows."""
-        length = end - start
-        ok = (length >= 1) & (length <= 16)
-        width = int(min(16, max(int(length.max(initial=1)), 1)))
-        nib = _HEX[self.gather(start, width)].astype(np.uint64)
-        inside = np.arange(width) < length[:, None]
-        ok &= ((nib < 16) | ~inside).all(axis=1)
-        shift = (np.clip(length[:, None] - 1 - np.arange(width), 0, 15) * 4).astype(np.uint64)
-        value = np.bitwise_or.reduce(np.where(inside, nib << shift, np.uint64(0)), axis=1)
-        return value, ok
-
-
+#: Spaces read per COLL body: one more than the longest layout has, to tell "too many tokens" (the width
+#: of the chunk's space windows, :data:`traces.formats.nccl.chunk_bytes.SPACE_WINDOW`).
+_WINDOW = SPACE_WINDOW
 
 
 def coll_fields(ch: Chunk, marks: np.ndarray) -> tuple[dict[str, np.ndarray], np.ndarray]:
@@ -163,7 +60,7 @@ def coll_fields(ch: Chunk, marks: np.ndarray) -> tuple[dict[str, np.ndarray], np
     # instead of a random lookup per token.
     k1 = np.searchsorted(ch.sp, marks)
     last = max(len(ch.sp) - 1, 0)
-    spaces = ch._sp_windows[k1 + 2]  # padding lies past every line end: never inside
+    spaces = ch.sp_windows[k1 + 2]  # padding lies past every line end: never inside
     inside = spaces < end[:, None]
     nsp = inside.sum(axis=1)
     ntok = nsp + 1
@@ -233,8 +130,6 @@ def coll_fields(ch: Chunk, marks: np.ndarray) -> tuple[dict[str, np.ndarray], np
     return cols, ok
 
 
-
-
 _OP_OF_BYTES: dict[bytes, str] = dict(_OP_BYTES)
 _HEX_DIGITS = re.compile(rb"[0-9a-fA-F]{1,16}")
 
@@ -298,87 +193,6 @@ def prefix_fields(ch: Chunk, body_start: np.ndarray, line_start: np.ndarray,
     return out
 
 
-def distinct_tokens(ch: Chunk, start: np.ndarray, end: np.ndarray, max_width: int = 64) -> tuple[np.ndarray, list]:
-    """Codes and distinct values (bytes) of the tokens [start, end) (empty where end <= start).
-
-    Tokens up to ``max_width`` bytes are compared as one fixed-width numpy string each (no Python object
-    per row); longer ones, or ones holding a NUL byte (numpy strings drop trailing NULs), are sliced one by one.
-    """
-    length = np.maximum(end - start, 0)
-    width = -(-int(length.max(initial=0)) // 8) * 8  # whole 8-byte words
-    if 0 < width <= max_width:
-        mat = ch.gather(start, width)
-        outside = np.arange(width) >= length[:, None]
-        if not ((mat == 0) & ~outside).any():
-            mat[outside] = 0
-            # Hash-factorize the tokens 8 bytes at a time (pandas' hash table, no sort, no object per row).
-            words = mat.view(np.uint64)
-            codes = factorize(words[:, 0])[0]
-            for j in range(1, words.shape[1]):
-                more = factorize(words[:, j])[0]
-                codes = factorize(codes * (int(more.max()) + 1) + more)[0]
-            first = np.zeros(int(codes.max()) + 1, dtype=np.int64)
-            first[codes[::-1]] = np.arange(len(codes) - 1, -1, -1)
-            uniq = [mat[i, : length[i]].tobytes() for i in first.tolist()]
-            return codes, uniq
-    buf = ch.buf
-    tokens = [buf[a:z] for a, z in zip(start.tolist(), end.tolist(), strict=True)]
-    codes, uniq = factorize(np.array(tokens, dtype=object))
-    return codes, list(uniq)
-
-
-def outer_timestamps(ch: Chunk, start: np.ndarray, end: np.ndarray) -> np.ndarray:
-    """Microseconds since the epoch of the timestamp in each outer prefix [start, end); NO_TS when none.
-
-    The NCCL 2.26 ``[%F %T.%Nf]`` and external ``%F %T.%f`` layouts are read positionally; any other outer
-    text (a launcher tag, a tag before the stamp) goes to the per-line parser once per distinct text.
-    """
-    br = ch.arr[np.minimum(start, ch.n)] == 91  # '['
-    s = start + br
-    e = end - (ch.arr[np.maximum(end - 1, 0)] == 93)
-    m = ch.gather(s, 26)
-    d = m - np.uint8(48)  # digits become 0..9; anything else wraps to >= 10
-    ok = (e - s >= 19) & (m[:, 4] == 45) & (m[:, 7] == 45) & ((m[:, 10] == 32) | (m[:, 10] == 84))
-    ok &= (m[:, 13] == 58) & (m[:, 16] == 58)
-    ok &= (d[:, [0, 1, 2, 3, 5, 6, 8, 9, 11, 12, 14, 15, 17, 18]] <= 9).all(axis=1)
-    di = d[:, :19].astype(np.int64)
-    year = di[:, 0] * 1000 + di[:, 1] * 100 + di[:, 2] * 10 + di[:, 3]
-    month, day = di[:, 5] * 10 + di[:, 6], di[:, 8] * 10 + di[:, 9]
-    secs = (di[:, 11] * 10 + di[:, 12]) * 3600 + (di[:, 14] * 10 + di[:, 15]) * 60 + di[:, 17] * 10 + di[:, 18]
-    flen = np.clip(e - s - 20, 0, 6)
-    has_frac = e - s > 19
-    ok &= ~has_frac | ((m[:, 19] == 46) | (m[:, 19] == 44)) & (e - s <= 26)
-    fd = d[:, 20:26]
-    inside = np.arange(6) < flen[:, None]
-    ok &= ((fd <= 9) | ~inside).all(axis=1)
-    frac = (np.where(inside, fd, 0).astype(np.int64) * _POW10[5 - np.arange(6)]).sum(axis=1)
-    out = _days_from_civil(year, month, day) * 86_400_000_000 + secs * 1_000_000 + frac
-    out = np.where(ok, out, NO_TS)
-    rest = np.flatnonzero(~ok)
-    if len(rest):
-        out[rest] = text_timestamps(ch.buf, start[rest], end[rest])
-    return out
-
-
-def text_timestamps(buf: bytes, start: np.ndarray, end: np.ndarray) -> np.ndarray:
-    """:func:`nccl_log_lines.timestamp_us` of each text ``buf[start:end]`` (NO_TS when none), parsed once per
-    distinct text: the outer prefixes the fixed layouts cannot read."""
-    texts = [buf[a:z] for a, z in zip(start.tolist(), end.tolist(), strict=True)]
-    codes, uniq = factorize(np.array(texts, dtype=object))
-    vals = [L.timestamp_us(u.decode("utf-8", "replace")) for u in uniq]
-    return np.array([NO_TS if v is None else v for v in vals], dtype=np.int64)[codes]
-
-
-def _days_from_civil(y: np.ndarray, m: np.ndarray, d: np.ndarray) -> np.ndarray:
-    """Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's algorithm), vectorised."""
-    y = y - (m <= 2)
-    era = np.floor_divide(y, 400)
-    yoe = y - era * 400
-    doy = (153 * (m + np.where(m > 2, -3, 9)) + 2) // 5 + d - 1
-    doe = yoe * 365 + yoe // 4 - yoe // 100 + doy
-    return era * 146097 + doe - 719468
-
-
 def tuning_fields(ch: Chunk, marks: np.ndarray) -> tuple[dict[str, np.ndarray], np.ndarray]:
     """TUNING lines whose ``" Bytes -> Algo "`` is at ``marks`` (all three versions), as columns.
 
@@ -434,5 +248,5 @@ def _names(ch: Chunk, start: np.ndarray, end: np.ndarray, ok: np.ndarray, name) 
     return out
 
 
-__all__ = ["LAYOUTS", "NO_TS", "PAD", "Chunk", "coll_fields", "distinct_tokens", "outer_timestamps",
-    "prefix_fields", "text_timestamps", "tuning_fields"]
+__all__ = ["Chunk", "LAYOUTS", "NO_TS", "PAD", "coll_fields", "distinct_tokens", "outer_timestamps",
+           "prefix_fields", "text_timestamps", "tuning_fields"]

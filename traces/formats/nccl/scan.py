@@ -7,6 +7,10 @@ by the compiled kernel of :mod:`traces.formats.nccl.kernel_numba` (through :mod:
 numba is missing or the input small, by :mod:`traces.formats.nccl.kernel_numpy` (numpy, no regex per line); every
 other COLL line (interleaved writes, lines without a prefix, unusual layouts) goes through the forgiving
 per-line parser of :mod:`traces.formats.nccl.layout`. All paths give the same fields (tests check that).
+
+This module holds the knobs (``CHUNK_BYTES``, ``ENGINE``, ``WORKERS``, ...), the choice of chunk reader and the
+byte ranges; one chunk's numpy reading is :mod:`traces.formats.nccl.scan_numpy`, the joining of parts and
+ranges :mod:`traces.formats.nccl.scan_merge`.
 """
 
 from __future__ import annotations
@@ -25,12 +29,9 @@ from typing import Any
 
 import numpy as np
 
-from traces.arrays import factorize, unique
+from traces.arrays import factorize
 from traces.formats.files import compression_of, open_binary
 from traces.formats.nccl import kernel_aot
-from traces.formats.nccl import kernel_numpy as F
-from traces.formats.nccl import layout as L
-from traces.formats.nccl import torn as T
 from traces.formats.nccl.records import (  # noqa: F401 - re-exported: the scans' records and parsers
     COLL_FIELDS,
     INT_FIELDS,
@@ -45,40 +46,16 @@ from traces.formats.nccl.records import (  # noqa: F401 - re-exported: the scans
     parse_slow,
     recover_torn,
 )
+from traces.formats.nccl.scan_merge import TEXT_FIELDS, finish_columns, finish_tunings, merge_scans
+from traces.formats.nccl.scan_numpy import scan_chunk
 from traces.ingest_report import IngestReport
 from traces.lazy import lazy_module
 from traces.schema import TraceError
 
 pd = lazy_module("pandas")  # first use imports it: `simrun ingest` of NCCL logs never does
-
 #: What reading (and decompressing) a file can raise.
 _READ_ERRORS = (OSError, EOFError, zlib.error, lzma.LZMAError)
-
 CHUNK_BYTES = 2 << 20  # measured: 2 MiB beat 1 and 8 MiB (cache-resident working set)
-
-
-def _finish_tunings(parts: list[dict[str, Any]]) -> dict[str, np.ndarray]:
-    out: dict[str, np.ndarray] = {}
-    for name in TUNING_FIELDS:
-        dtype = np.int64 if name in TUNING_INT else object
-        arrays = [np.asarray(p[name], dtype=dtype) for p in parts]
-        out[name] = np.concatenate(arrays) if arrays else np.empty(0, dtype=dtype)
-    return out
-
-
-def _finish_columns(parts: list[dict[str, Any]]) -> dict[str, np.ndarray]:
-    """One array per COLL field from the chunks' parts; each part's column is dropped once joined, so the
-    parts and the joined columns are never both held whole (memory)."""
-    out: dict[str, np.ndarray] = {}
-    for name in COLL_FIELDS:
-        dtype = np.int64 if name in INT_FIELDS else object
-        arrays = [np.asarray(p.pop(name), dtype=dtype) for p in parts]
-        out[name] = (arrays[0] if len(arrays) == 1 else np.concatenate(arrays)) if arrays else np.empty(0, dtype=dtype)
-        del arrays
-    parts.clear()
-    return out
-
-
 #: Files at least this large are scanned by ``WORKERS`` processes, each over its own byte range.
 PARALLEL_BYTES = 48 << 20
 #: Chunk reader: "auto" (see :func:`use_jit`), "jit" (numba's JIT kernel), "aot" (the same kernel built ahead of
@@ -203,7 +180,7 @@ def scan_file(path: Path, report: IngestReport, progress: Callable[[float], Any]
         scan, skips = _scan_range(str(path), 0, -1, None, jit, parts, tunings)
         if progress is not None:
             progress(size)
-        return _merge(str(path), [(scan, skips)], report)
+        return merge_scans(str(path), [(scan, skips)], report)
     if size >= PARALLEL_BYTES and WORKERS > 1 and "fork" in mp.get_all_start_methods():
         ranges = _ranges(path, size, 2 * WORKERS)
         # fork: workers inherit the imported modules, so they start at once; each reads its own range.
@@ -214,7 +191,7 @@ def scan_file(path: Path, report: IngestReport, progress: Callable[[float], Any]
                 results.append(fut.result())
                 if progress is not None:
                     progress(b - a)
-        out = _merge(str(path), results, report)
+        out = merge_scans(str(path), results, report)
         if parts is not None:  # the ranges' columns, joined, go to the sink too
             parts.append(out.coll)
             out.coll = {name: v[:0] for name, v in out.coll.items()}
@@ -223,7 +200,7 @@ def scan_file(path: Path, report: IngestReport, progress: Callable[[float], Any]
             out.tunings = {name: v[:0] for name, v in out.tunings.items()}
         return out
     scan, skips = _scan_range(str(path), 0, size, progress, jit, parts, tunings)
-    return _merge(str(path), [(scan, skips)], report)
+    return merge_scans(str(path), [(scan, skips)], report)
 
 
 def _ranges(path: Path, size: int, n: int) -> list[tuple[int, int]]:
@@ -261,14 +238,14 @@ def _scan_range(path: str, begin: int, end: int, progress: Callable[[float], Any
                                         compiled_kernel())
             else:
                 for buf in _chunks(handle, begin, end):
-                    line_base += _scan_chunk(buf, line_base, scan, parts, report)
+                    line_base += scan_chunk(buf, line_base, scan, parts, report)
                     if progress is not None:
                         progress(len(buf))
     except _READ_ERRORS as exc:
         raise TraceError(f"{path}: cannot read ({getattr(exc, 'strerror', None) or exc})") from None
     scan.lines = line_base
-    scan.coll = _finish_columns(parts)
-    scan.tunings = _finish_tunings(scan.tuning_parts)
+    scan.coll = finish_columns(parts)
+    scan.tunings = finish_tunings(scan.tuning_parts)
     scan.tuning_parts = []
     skips = [(reason, int(report.examples[reason].rsplit(":", 1)[1]), n) for reason, n in report.skipped.items()]
     return scan, skips
@@ -297,54 +274,15 @@ def _chunks(handle: Any, begin: int, end: int) -> Iterator[bytes]:
         yield buf[:cut]
 
 
-_TEXT_FIELDS = ("host", "op", "comm")
-
-
 def _scan_range_coded(path: str, begin: int, end: int, jit: bool = False
                       ) -> tuple[FileScan, list[tuple[str, int, int]]]:
     """:func:`_scan_range` for a worker process: text columns go back as integer codes plus the distinct
     values, which pickle far faster than one Python string per row."""
     scan, skips = _scan_range(path, begin, end, jit=jit)
-    for name in _TEXT_FIELDS:
+    for name in TEXT_FIELDS:
         codes, uniq = factorize(scan.coll[name])
         scan.coll[name] = (codes.astype(np.int32), list(uniq))
     return scan, skips
-
-
-def _merge(path: str, results: list[tuple[FileScan, list[tuple[str, int, int]]]], report: IngestReport) -> FileScan:
-    """Join range scans in file order, turning range line numbers into file line numbers."""
-    out = FileScan(path=path, coll={})
-    parts = []
-    base = 0
-    for scan, skips in results:
-        col, scan.coll = scan.coll, {}  # taken over, not copied (memory)
-        for name in _TEXT_FIELDS:
-            if isinstance(col[name], tuple):  # coded by a worker process
-                codes, uniq = col[name]
-                col[name] = np.asarray(uniq, dtype=object)[codes] if len(codes) else np.empty(0, dtype=object)
-        if base:
-            col["line"] = col["line"] + base
-        parts.append(col)
-        for kind in (scan.inits, scan.rings):
-            for rec in kind:
-                rec["line"] += base
-        tun = dict(scan.tunings)
-        tun["line"] = tun["line"] + base
-        out.tuning_parts.append(tun)
-        out.inits += scan.inits
-        out.rings += scan.rings
-        out.versions += scan.versions
-        for reason, line, n in skips:
-            report.skip(reason, f"{path}:{line + base}", n)
-        if scan.min_ts_us is not None:
-            note_ts(out, scan.min_ts_us)
-        out.nccl_lines += scan.nccl_lines
-        base += scan.lines
-    out.lines = base
-    out.coll = _finish_columns(parts)
-    out.tunings = _finish_tunings(out.tuning_parts)
-    out.tuning_parts = []
-    return out
 
 
 def _check_text(path: Path, head: bytes) -> None:
@@ -353,63 +291,6 @@ def _check_text(path: Path, head: bytes) -> None:
     control = ((sample < 32) & (sample != 9) & (sample != 10) & (sample != 13)).sum()
     if control > len(sample) // 100 and b"NCCL" not in head[:65536]:
         raise TraceError(f"{path}: not a text NCCL log (binary data)")
-
-
-def _scan_chunk(buf: bytes, line_base: int, scan: FileScan, parts: list, report: IngestReport) -> int:
-    if not scan.nccl_lines:  # only to tell "not an NCCL log" apart from "no COLL lines"
-        scan.nccl_lines = buf.count(b"NCCL")
-    ch = F.Chunk(buf)
-    marks = ch.find(L.COLL_MARK.encode(), 4)
-    coll_lines = np.empty(0, dtype=np.int64)
-    info = ch.line_of(ch.find(T.INFO.encode(), 8))
-    inter = np.unique(info[1:][info[1:] == info[:-1]])  # lines with two prefixes or more: maybe torn
-    slow = empty_columns()
-    consumed: set[int] = set()
-    rest: dict[int, int] = {}
-    if len(marks):
-        cols, ok = F.coll_fields(ch, marks)
-        ok &= ~np.isin(cols["line"], inter)
-        coll_lines = cols["line"]
-        if ok.any():
-            part = {name: cols[name][ok] for name in COLL_FIELDS if name != "line"}
-            part["line"] = cols["line"][ok] + line_base + 1
-            parts.append(part)
-        if len(inter):
-            consumed, rest = recover_torn(inter.tolist(), lambda k: ch.line_text(k) if k < len(ch.ends) else None,
-                                          unique(cols["host"][ok]), line_base, scan, slow, report)
-        for i in np.unique(cols["line"][~ok]).tolist():
-            if i in consumed:
-                continue
-            nxt = ch.line_text(i + 1) if i + 1 < len(ch.ends) and i + 1 not in consumed else None
-            parse_slow(ch.line_text(i)[rest.get(i, 0):], nxt, line_base + i + 1, scan, slow, report)
-    elif len(inter):
-        consumed, rest = recover_torn(inter.tolist(), lambda k: ch.line_text(k) if k < len(ch.ends) else None, (),
-                                      line_base, scan, slow, report)
-    if slow["line"]:
-        parts.append(slow)
-    tmarks = ch.find(b" Bytes -> Algo ", 8)
-    tuning_lines = np.empty(0, dtype=np.int64)
-    if len(tmarks):
-        tcols, tok = F.tuning_fields(ch, tmarks)
-        if tok.any():
-            part = {name: tcols[name][tok] for name in TUNING_FIELDS}
-            tuning_lines = part["line"]
-            part["line"] = tuning_lines + line_base + 1
-            scan.tuning_parts.append(part)
-            ts = tcols["ts_us"][tok]
-            ts = ts[ts != NO_TS]
-            if len(ts):
-                note_ts(scan, int(ts.min()))
-    others = np.concatenate([ch.find(b"anks ", 2), ch.find(b"Channel ", 0), ch.find(b"NCCL version", 5),
-                             tmarks])
-    if len(others):
-        cand = np.unique(ch.line_of(others))
-        cand = cand[~np.isin(cand, coll_lines) & ~np.isin(cand, tuning_lines)]
-        for i in cand.tolist():
-            if i in consumed:
-                continue
-            parse_other(ch.line_text(i), line_base + i + 1, scan)
-    return len(ch.ends)
 
 
 __all__ = ["CHUNK_BYTES", "ENGINE", "JIT_MIN_BYTES", "PARALLEL_BYTES", "WORKERS", "compiled_kernel", "scan_file",

@@ -90,8 +90,8 @@ def scan_chunks(chunks: Iterator[bytes], scan: FileScan, parts: list, report: In
 
 def _columns(buf: bytes, kernel_out: tuple, line_base: int, scan: FileScan, parts: list,
              report: IngestReport, kernel: ModuleType) -> int:
-    """What ``nccl_log_scan._scan_chunk`` does, from the compiled kernel's arrays for ``buf`` (same fields,
-    same rules). Returns the chunk's line count."""
+    """What :func:`traces.formats.nccl.scan_numpy.scan_chunk` does, from the compiled kernel's arrays for
+    ``buf`` (same fields, same rules). Returns the chunk's line count."""
     if not scan.nccl_lines:
         scan.nccl_lines = buf.count(b"NCCL")
     a = np.frombuffer(buf, dtype=np.uint8)

@@ -35,7 +35,7 @@ def _same_kernel_output(left: tuple, right: tuple) -> bool:
 
 
 def test_module_key_follows_the_sources(tmp_path, monkeypatch):
-    for name in ("kernel_numba.py", "kernel_cols.py", "layout.py"):
+    for name in ("kernel_numba.py", "kernel_fields.py", "kernel_cols.py", "layout.py"):
         (tmp_path / name).write_bytes((Path(kernel_aot.__file__).parent / name).read_bytes())
     monkeypatch.setattr(kernel_aot, "_HERE", tmp_path)
     key = kernel_aot.module_key()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from nccl_text import coll, pre, read_lines
 
 from traces.formats.nccl import kernel_numpy as nccl_log_fast
 from traces.formats.nccl import scan as nccl_log_scan
@@ -11,23 +12,6 @@ from traces.formats.nccl.reader import looks_like_nccl_log, read_nccl_logs
 from traces.schema import TraceError
 
 pytestmark = pytest.mark.usefixtures("nccl_engine")  # every test on both chunk readers (conftest)
-
-
-def coll(op="AllReduce", opc="0", count=1024, dt=7, root=0, comm="0xc0", nranks=2, sb="0x10", rb="0x20",
-         extra="", tail=""):
-    """The section 2 format string, field by field."""
-    return (f"{op}: opCount {opc} sendbuff {sb} recvbuff {rb}{extra} count {count} datatype {dt} op 0 "
-            f"root {root} comm {comm} [nranks={nranks}] stream 0x30{tail}")
-
-
-def pre(host="h", pid=10, dev=0):
-    return f"{host}:{pid}:{pid} [{dev}] NCCL INFO "
-
-
-def read_lines(tmp_path, lines, name="x.log", **kw):
-    path = tmp_path / name
-    path.write_text("\n".join(lines) + "\n")
-    return read_nccl_logs([path], **kw)
 
 
 # --- Init lines of every version (section 3) --------------------------------------------------------
@@ -180,34 +164,6 @@ def test_unprefixed_body_with_ambiguous_pointer_is_skipped(tmp_path):
 def test_unknown_datatype_is_reported(tmp_path):
     df, report = read_lines(tmp_path, [pre() + coll(dt=12), pre() + coll()])
     assert len(df) == 1 and report.skipped == {"unknown datatype code 12": 1}
-
-
-# --- timestamps and launcher prefixes (section 1) ----------------------------------------------------
-
-@pytest.mark.parametrize(
-    ("stamps", "expected"),
-    [
-        (["[2025-07-25 19:54:57] ", "[2025-07-25 19:54:59] "], [0.0, 2.0]),  # 2.26 default
-        (["[2025-07-25 19:54:57.5] ", "[2025-07-25 19:54:57.625] "], [0.0, 0.125]),  # %Nf, N < 6
-        (["2025-07-25 19:54:57.101122 ", "2025-07-25 19:54:58.101123 "], [0.0, 1.000001]),  # external
-        (["2025-07-25 19:54:57.1 [2025-07-25 19:54:50] ", "[2025-07-25 19:54:51] "], [0.0, 1.0]),  # NCCL's wins
-        (["(RayTrainWorker pid=1, ip=1.2.3.4) ", "[1,3]<stdout>:"], [float("nan")] * 2),
-    ],
-)
-def test_timestamps(tmp_path, stamps, expected):
-    lines = [stamps[0] + pre(pid=1) + coll(), stamps[1] + pre(pid=1) + coll()]
-    df, report = read_lines(tmp_path, lines)
-    assert report.skipped_total == 0 and df["host"].tolist() == ["h", "h"]
-    assert df["t_start_s"].tolist() == pytest.approx(expected, nan_ok=True)
-
-
-def test_many_timestamps_take_the_vectorised_path(tmp_path):
-    lines = [f"[2025-07-25 19:{m:02d}:{s:02d}.{m * 60 + s:06d}] " + pre() + coll()
-             for m in range(10) for s in range(0, 60, 3)]
-    df, _ = read_lines(tmp_path, lines)
-    t0 = 19 * 3600
-    expected = [(19 * 3600 + m * 60 + s - t0) + (m * 60 + s) / 1e6 for m in range(10) for s in range(0, 60, 3)]
-    assert df["t_start_s"].tolist() == pytest.approx(expected, abs=1e-9)
 
 
 # --- rings (section 4) and TUNING (section 6) ----------------------------------------------------------
@@ -367,30 +323,6 @@ def test_parallel_ranges_give_the_same_trace(tmp_path, monkeypatch):
     parallel, report2 = read_nccl_logs([path])
     assert parallel.equals(serial) and len(serial) == 40
     assert report1.examples == report2.examples and report1.skipped == report2.skipped
-
-
-def test_literal_search_paths_agree(tmp_path, monkeypatch):
-    # Chunk.find loops over bytes.find for rare literals and uses a numpy byte pass for frequent ones:
-    # forcing the numpy pass everywhere gives the same trace.
-    init = "ncclCommInitRank comm 0xa rank 0 nranks 1 cudaDev 0 nvmlDev 0 busId 1 commId 0x9 - Init COMPLETE"
-    lines = [pre() + "NCCL version 2.21.5+cuda12.4", pre() + init, pre() + "Channel 00/01 :    0",
-             *(pre() + coll(opc=f"{i:x}", comm="0xa", nranks=1) for i in range(5)),
-             pre() + "AllReduce: 4096 Bytes -> Algo RING proto SIMPLE channel{Lo..Hi}={0..0}"]
-    loop, _ = read_lines(tmp_path, lines)
-    monkeypatch.setattr(nccl_log_fast, "_FIND_LOOP_MAX", 0)
-    numpy_pass, _ = read_lines(tmp_path, lines)
-    assert numpy_pass.equals(loop) and numpy_pass.attrs == loop.attrs
-    assert loop.attrs["collsim"]["rings"] == {"0x9": [[0]]} and loop["algo"].tolist()[-1] == "RING"
-
-
-def test_long_and_odd_tokens_take_the_sliced_path(tmp_path):
-    # Text fields are factorised as fixed-width words up to 64 bytes; a longer host name, or one of odd
-    # bytes, is sliced one by one and must read the same.
-    long_host = "node-" + "x" * 70
-    lines = [pre(host=long_host, pid=1) + coll(count=3), pre(host="n\u00e9", pid=2) + coll(count=5)]
-    df, report = read_lines(tmp_path, lines)
-    assert report.skipped_total == 0
-    assert sorted(df["host"]) == sorted([long_host, "n\u00e9"]) and sorted(df["count"]) == [3, 5]
 
 
 @pytest.mark.parametrize(("word", "damaged"), [("sendbuff", "s:ndbuff"), ("datatype", "datatyqe"),

@@ -7,7 +7,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from topologies.routing import _bfs_hops
+from topologies.route_tables import bfs_hops
 
 INF = 1 << 20
 
@@ -20,7 +20,7 @@ def test_bfs_hops_equal_networkx_shortest_paths(n, data):
     sources = np.array(data.draw(st.lists(st.integers(0, n - 1), min_size=1, max_size=n)), dtype=np.int64)
     src = np.array([u for u, _ in edges], dtype=np.int64)
     dst = np.array([v for _, v in edges], dtype=np.int64)
-    got = _bfs_hops(src, dst, n, sources)
+    got = bfs_hops(src, dst, n, sources)
     g = nx.DiGraph()
     g.add_nodes_from(range(n))
     g.add_edges_from(edges)
