@@ -100,18 +100,19 @@ def max_min_kernel(flow_ptr, link_idx, capacity, weight):
             if count[k]:
                 share[k] = residual[k] / count[k]
             blocked[k] = False
+        # each flow's smallest share, then (its links still in cache) the links it blocks: a link is no
+        # local bottleneck when a flow on it is held lower elsewhere (an OR, so the order is free)
         for i in range(n_active):
             f = active[i]
             e0 = flow_ptr[f] - base
+            e1 = flow_ptr[f + 1] - base
             lo = share[lk[e0]]
-            for e in range(e0 + 1, flow_ptr[f + 1] - base):
+            for e in range(e0 + 1, e1):
                 if share[lk[e]] < lo:
                     lo = share[lk[e]]
             flow_min[f] = lo
-        for i in range(n_active):
-            f = active[i]
-            bound = flow_min[f] * up
-            for e in range(flow_ptr[f] - base, flow_ptr[f + 1] - base):
+            bound = lo * up
+            for e in range(e0, e1):
                 if bound < share[lk[e]]:
                     blocked[lk[e]] = True
         for i in range(n_links):
