@@ -127,7 +127,8 @@ def record(trace: str, topo: str, q: float, log_path: str, stop_ms: float | None
     from traces import read_trace
 
     calls: dict[str, list] = {k: [] for k in ("kind", "t", "n", "grouped", "deg", "links", "size", "group",
-                                              "cap_ids", "cap", "next", "done", "done_s", "n_done")}
+                                              "cap_ids", "cap", "next", "done", "done_s", "n_done",
+                                              "rate_cap", "cap_key")}
     made: list = []
     stop_s = math.inf if stop_ms is None else stop_ms * 1e-3
 
@@ -139,7 +140,7 @@ def record(trace: str, topo: str, q: float, log_path: str, stop_ms: float | None
             if self._rec:
                 calls["capacity"], calls["q"] = np.array(capacity, dtype=np.float64), kw["completion_quantile"]
 
-        def add_flows(self, now_s, link_ptr, link_idx, size_bytes, group=None):
+        def add_flows(self, now_s, link_ptr, link_idx, size_bytes, group=None, rate_cap=None, cap_key=None):
             if self._rec:
                 ptr = np.asarray(link_ptr, dtype=np.int64)
                 size = np.asarray(size_bytes, dtype=np.float64).reshape(-1)
@@ -152,7 +153,13 @@ def record(trace: str, topo: str, q: float, log_path: str, stop_ms: float | None
                 calls["size"].append(size.copy())
                 calls["group"].append(np.broadcast_to(np.asarray(0 if group is None else group, dtype=np.int64),
                                                       size.shape).copy())
-            return super().add_flows(now_s, link_ptr, link_idx, size_bytes, group=group)
+                # rate ceilings (p2p connections): inf and each flow its own key when none
+                calls["rate_cap"].append(np.full(size.size, np.inf) if rate_cap is None
+                                         else np.asarray(rate_cap, dtype=np.float64).reshape(-1).copy())
+                calls["cap_key"].append(np.arange(size.size, dtype=np.int64) if cap_key is None
+                                        else np.asarray(cap_key, dtype=np.int64).reshape(-1).copy())
+            return super().add_flows(now_s, link_ptr, link_idx, size_bytes, group=group, rate_cap=rate_cap,
+                                     cap_key=cap_key)
 
         def next_completion_s(self):
             t = super().next_completion_s()
@@ -200,7 +207,8 @@ def record(trace: str, topo: str, q: float, log_path: str, stop_ms: float | None
                               else np.zeros(0, dtype=dtype))
     out.update(n=np.array(calls["n"], dtype=np.int64), grouped=np.array(calls["grouped"], dtype=bool),
                deg=cat("deg", np.int16), links=cat("links", np.int32), size=cat("size", np.float64),
-               group=cat("group", np.int64), cap_ids=cat("cap_ids", np.int64), cap=cat("cap", np.float64),
+               group=cat("group", np.int64), rate_cap=cat("rate_cap", np.float64),
+               cap_key=cat("cap_key", np.int64), cap_ids=cat("cap_ids", np.int64), cap=cat("cap", np.float64),
                cap_n=np.array([a.size for a in calls["cap_ids"]], dtype=np.int64),
                next=np.array(calls["next"]), n_done=np.array(calls["n_done"], dtype=np.int64),
                done=cat("done", np.int64), done_s=cat("done_s", np.float64),
@@ -233,8 +241,11 @@ def replay(log: dict, timed: dict | None = None) -> dict:
         if k == _ADD:
             a, b = flow_at[i_add], flow_at[i_add + 1]
             ptr = link_ptr[a:b + 1]
+            caps = {}
+            if "rate_cap" in log and np.isfinite(log["rate_cap"][a:b]).any():   # logs before ceilings have none
+                caps = {"rate_cap": log["rate_cap"][a:b], "cap_key": log["cap_key"][a:b]}
             net.add_flows(tk, ptr - ptr[0], links[ptr[0]:ptr[-1]], size[a:b],
-                          group=group[a:b] if grouped[i_add] else None)
+                          group=group[a:b] if grouped[i_add] else None, **caps)
             i_add += 1
         elif k == _NEXT:
             got = net.next_completion_s()

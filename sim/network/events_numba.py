@@ -143,7 +143,7 @@ def _solve_kernel(threshold, now, capacity, hi, n_slots, alive, fcols, icols, li
     rem0, t0, rate, pred, w = fcols[0], fcols[1], fcols[2], fcols[3], fcols[4]
     group, deg = icols[0], icols[2]
     group_dirty = gi[2]
-    load, acc_old, acc_new = lf[0], lf[1], lf[2]
+    load, acc_old = lf[0], lf[1]
     count, lmap, used = li[0], li[2], li[3]
     n = 0
     for s in range(hi):
@@ -155,7 +155,7 @@ def _solve_kernel(threshold, now, capacity, hi, n_slots, alive, fcols, icols, li
     for i in range(n):   # their predicted finishes change: their groups' batch ends too
         group_dirty[group[cand[i]]] = 1
     iterations = _resolve(cand, n, n == n_slots, now, capacity, rem0, t0, rate, pred, w, deg, links, count,
-                          load, lmap, used, acc_old, acc_new, heap_min)
+                          load, lmap, used, acc_old, heap_min)
     if iterations < 0:   # float rounding at an exact tie starved a flow: a full solve is always safe
         n = 0
         for s in range(hi):
@@ -164,13 +164,13 @@ def _solve_kernel(threshold, now, capacity, hi, n_slots, alive, fcols, icols, li
                 n += 1
                 group_dirty[group[s]] = 1
         iterations = _resolve(cand, n, True, now, capacity, rem0, t0, rate, pred, w, deg, links, count,
-                              load, lmap, used, acc_old, acc_new, heap_min)
+                              load, lmap, used, acc_old, heap_min)
     return n, iterations
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
 def _resolve(cand, n, full, now, capacity, rem0, t0, rate, pred, w, deg, links, count, load, lmap, used,
-             acc_old, acc_new, heap_min):
+             acc_old, heap_min):
     nnz = 0
     for i in range(n):
         nnz += deg[cand[i]]
@@ -218,20 +218,21 @@ def _resolve(cand, n, full, now, capacity, rem0, t0, rate, pred, w, deg, links, 
             acc_old[k] = 0.0
             lmap[k] = -1
         return -1
+    # the new loads, summed per solve-local link over the CSR just built (sequential, not the slots' link
+    # rows again): the same additions in the same order as by link id
+    acc_local = np.zeros(n_used)
     for i in range(n):
-        s = cand[i]
         rw = new[i] * wc[i]
-        for j in range(deg[s]):
-            acc_new[links[s, j]] += rw
+        for e in range(ptr[i], ptr[i + 1]):
+            acc_local[lk[e]] += rw
     for u in range(n_used):
         k = used[u]
         if full:
-            load[k] = acc_new[k]
+            load[k] = acc_local[u]
         else:
-            load[k] += acc_new[k] - acc_old[k]
+            load[k] += acc_local[u] - acc_old[k]
             if count[k] == 0:
                 load[k] = 0.0
-        acc_new[k] = 0.0
         acc_old[k] = 0.0
         lmap[k] = -1
     for i in range(n):

@@ -26,25 +26,16 @@ Public state and accessors (arrays indexed by link id or by flow id; do not writ
     current capacity; :meth:`FlowNetwork.set_capacity` changes it at ``now_s`` (0 = link down: flows
     crossing it stall at rate 0 until it comes back).
 Rate ceilings (``add_flows(..., rate_cap=, cap_key=)``)
-    a flow may have a ceiling on its rate, shared by the flows of one key in the call (a connection's
-    sub-flows): the network gives each key a private link of that capacity, appended to its flows' paths
-    after the public links, so max-min stays exact with no change to the solver. Private links are
-    internal: ``capacity``, ``link_bytes`` and the link loads show the public links only, and a private
-    link is reused once its last flow has finished.
+    the flows of one key share a private link of that capacity (:mod:`sim.network.ceilings`): max-min
+    stays exact with no change to the solver; private links are internal.
 ``finish_s``, ``start_s`` (float64 [flows])
     per flow id, the only per-flow record kept for the whole run (16 bytes a flow); ``finish_s`` is NaN
     while the flow is in flight, else the time its last byte was sent. With ``keep_flow_times=False``
     nothing per flow outlives the flow: these two raise, and ``last_finish_s`` (float64, aligned with the
     ids the last :meth:`FlowNetwork.advance` returned) gives the finish times instead.
-``now_s``, ``num_flows``, ``num_active``, ``peak_active``, ``has_completions``, ``slots_allocated``
-    current time, flows ever added, flows in flight, most flows in flight at once, completions not yet
-    returned by :meth:`FlowNetwork.advance`, rows of the slot arrays.
-``active_flows() -> (ids, rate_bytes_per_s)``, ``link_load_bytes_per_s()``, ``remaining_bytes(ids)``
-    the current max-min rates, the per-link load (sum of rates), the bytes flows have left at ``now_s``.
-``stats``
-    counters for profiling: ``solves``, ``flows_solved`` (weighted flows re-solved in total),
-    ``iterations`` (water-filling passes), ``steps`` (time advances), ``merged`` (flows solved as part of
-    a weighted flow instead of alone).
+``now_s``, ``num_flows``, ``num_active``, ``peak_active``, ``has_completions``, ``slots_allocated``,
+``stats``, ``active_flows()``, ``link_load_bytes_per_s()``, ``remaining_bytes(ids)``
+    clock, counts, current rates, loads and bytes left: see each one's docstring.
 
 State of the flows in flight (:mod:`sim.network.live`)
     columnar arrays of slots, one per flow in flight or per set of identical flows
@@ -78,12 +69,13 @@ import math
 import numpy as np
 
 from sim.errors import SimError
-from sim.network.arrays import GrowBuffer, check_flows
+from sim.network.arrays import GrowBuffer, check_capacity_change, check_flows, dense_groups, padded_rows
+from sim.network.ceilings import PrivateLinks, checked_caps
 from sim.network.constants import TIME_RTOL
 from sim.network.events import NUMPY_OPS, backend
 from sim.network.live import LiveFlows
 from sim.network.maxmin import max_min_rates
-from sim.network.merge import identical_flows
+from sim.network.merge import weighted_slots
 
 __all__ = ["FlowNetwork", "max_min_rates"]
 
@@ -135,7 +127,7 @@ class FlowNetwork:
         self.completion_quantile = float(completion_quantile)
         self.now_s = 0.0
         self._bytes = np.zeros(self.num_links)  # per link as _cap
-        self._free_private: list[int] = []      # private links no flow crosses
+        self._private = PrivateLinks(self.num_links)   # rate ceilings (sim.network.ceilings)
         self.peak_active = 0
         self.stats = {"solves": 0, "flows_solved": 0, "iterations": 0, "steps": 0, "merged": 0}
         self._num_flows = 0
@@ -201,10 +193,7 @@ class FlowNetwork:
     def active_flows(self) -> tuple[np.ndarray, np.ndarray]:
         """Ids of the flows in flight (increasing) and their current max-min rates (bytes/s)."""
         self._solve_if_dirty()
-        slots = self._live.live_slots()
-        ids, pos = self._live.expand(slots)
-        order = np.argsort(ids, kind="stable")
-        return ids[order], self._live.rate[slots[pos[order]]]
+        return self._live.rates_by_id()
 
     def link_load_bytes_per_s(self) -> np.ndarray:
         """Current load of each link: the sum of the rates of the flows crossing it."""
@@ -214,17 +203,7 @@ class FlowNetwork:
     def remaining_bytes(self, flow_ids: np.ndarray) -> np.ndarray:
         """Bytes the flows ``flow_ids`` (in flight) have left to send at ``now_s``."""
         self._solve_if_dirty()
-        live = self._live
-        slots = live.live_slots()
-        ids, pos = live.expand(slots)
-        order = np.argsort(ids)
-        want = np.asarray(flow_ids, dtype=np.int64).reshape(-1)
-        at = np.searchsorted(ids[order], want)
-        if want.size and (at.max() >= ids.size or (ids[order][at] != want).any()):
-            raise SimError("remaining_bytes: a flow id is not in flight")
-        s = slots[pos[order[at]]]
-        rate = live.rate[s]
-        return live.rem0[s] - np.where(rate < math.inf, rate, 0.0) * (self.now_s - live.t0[s])
+        return self._live.remaining_bytes(flow_ids, self.now_s)
 
     def set_capacity(self, link_ids: np.ndarray, capacity_bytes_per_s: np.ndarray | float) -> None:
         """Change the capacity of links at ``now_s`` (advance first); every flow in flight is re-solved.
@@ -237,12 +216,7 @@ class FlowNetwork:
         SimError
             For an unknown link or a capacity that is negative or not finite.
         """
-        ids = np.asarray(link_ids, dtype=np.int64).reshape(-1)
-        cap = np.broadcast_to(np.asarray(capacity_bytes_per_s, dtype=np.float64), ids.shape)
-        if ids.size and (ids.min() < 0 or ids.max() >= self.num_links):
-            raise SimError(f"set_capacity: a link id is not in 0..{self.num_links - 1}")
-        if not (np.isfinite(cap).all() and (cap >= 0).all()):
-            raise SimError("set_capacity: capacities must be finite and >= 0")
+        ids, cap = check_capacity_change(self.num_links, link_ids, capacity_bytes_per_s)
         self._solve_if_dirty()   # the old rates hold up to now: fix every flow's bytes left at now
         self._cap = self._cap.copy()
         self._cap[ids] = cap
@@ -312,36 +286,12 @@ class FlowNetwork:
             if not keep.any():
                 return ids
         d = deg[keep]
-        rows = _padded_rows(links, ptr[:-1][keep], d)
+        rows = padded_rows(links, ptr[:-1][keep], d)
         if rate_cap is not None:
-            rows, d = self._private_links(rows, d, _caps(rate_cap, cap_key, n, keep))
+            rows, d, self._cap, self._bytes = self._private.attach(rows, d, checked_caps(rate_cap, cap_key, n, keep),
+                                                                   self._cap, self._bytes, self._live)
         self._launch(rows, d, size[keep], ids[keep], dense[keep], float(now_s))
         return ids
-
-    def _private_links(self, rows: np.ndarray, deg: np.ndarray, caps: tuple) -> tuple[np.ndarray, np.ndarray]:
-        """``rows`` with each capped flow's private link appended (one per key)."""
-        cap, key = caps
-        capped = np.flatnonzero(cap < math.inf)
-        if not capped.size:
-            return rows, deg
-        uniq, first, inv = np.unique(key[capped], return_index=True, return_inverse=True)
-        need = uniq.size - len(self._free_private)
-        if need > 0:   # more private links: grow every per-link array (amortised doubling)
-            total = self._cap.size
-            grow = max(need, total - self.num_links, 64)
-            self._cap = np.concatenate([self._cap, np.ones(grow)])
-            self._bytes = np.concatenate([self._bytes, np.zeros(grow)])
-            self._live.grow_links(total + grow)
-            self._free_private.extend(range(total + grow - 1, total - 1, -1))
-        priv = np.array([self._free_private.pop() for _ in range(uniq.size)], dtype=np.int64)
-        self._cap[priv] = cap[capped][first]
-        self._live.load[priv] = 0.0
-        out = np.full((rows.shape[0], rows.shape[1] + 1), -1, dtype=np.int64)
-        out[:, : rows.shape[1]] = rows
-        out[capped, deg[capped]] = priv[inv.reshape(-1)]
-        deg = deg.copy()
-        deg[capped] += 1
-        return out, deg
 
     def next_completion_s(self) -> float:
         """Time of the next completion event: the earliest predicted finish (exact mode) or the end of the
@@ -400,19 +350,7 @@ class FlowNetwork:
     # ----------------------------------------------------------------- internals
     def _dense_groups(self, group, n: int) -> np.ndarray:
         """Dense group index of each of ``n`` new flows."""
-        if group is None:
-            key = self._groups.setdefault(None, len(self._groups))
-            dense = np.full(n, key, dtype=np.int64)
-        else:
-            raw = np.asarray(group)
-            if raw.ndim == 0:
-                raw = np.full(n, raw)
-            if raw.shape != (n,) or (raw.size and raw.dtype.kind not in "iu"):
-                raise SimError(f"add_flows: group must be an integer or {n} integers, one per flow")
-            keys, inverse = np.unique(raw.astype(np.int64), return_inverse=True)
-            table = self._groups
-            idx = np.array([table.setdefault(k, len(table)) for k in keys.tolist()], dtype=np.int64)
-            dense = idx[inverse.reshape(-1)]
+        dense = dense_groups(self._groups, group, n)
         self._live.reserve_groups(len(self._groups))
         return dense
 
@@ -420,20 +358,9 @@ class FlowNetwork:
                 group: np.ndarray, now_s: float) -> None:
         """Flows ``ids`` (links ``rows``, padded) enter the network: identical ones as one weighted slot."""
         live = self._live
-        merged = identical_flows(rows, size, group)
-        if merged is None:
-            weight = np.ones(ids.size)
-            fid = ids
-        else:
-            first, inverse = merged
-            weight = np.bincount(inverse).astype(np.float64)
-            order = np.argsort(inverse, kind="stable")
-            bounds = np.r_[0, np.cumsum(weight.astype(np.int64))]
-            members = ids[order]
-            for j in np.flatnonzero(weight > 1.0).tolist():
-                live.members[int(ids[first[j]])] = members[bounds[j]:bounds[j + 1]]
-            self.stats["merged"] += int(ids.size - first.size)
-            rows, deg, size, group, fid = rows[first], deg[first], size[first], group[first], ids[first]
+        rows, deg, size, group, fid, weight, members = weighted_slots(rows, deg, size, ids, group)
+        live.members.update(members)
+        self.stats["merged"] += int(ids.size - fid.size)
         slots = live.append(rows, deg, size, now_s, weight, group, fid)
         count = live.count
         inc = rows[rows >= 0]
@@ -480,53 +407,12 @@ class FlowNetwork:
             return _NO_IDS, _NO_TIMES
         # the finished slots in finishing order (by end time, ties in slot order = flow id order)
         slots = live.slot_buf[:n]
-        end = live.end_buf[:n].copy()
-        if live.members:
-            ids, pos = live.expand(slots)
-            end = end[pos]
-            if pos.size != slots.size:   # a weighted slot's flows: order by (end, id) again
-                order = np.lexsort((ids, end))
-                ids, end = ids[order], end[order]
-        else:
-            ids = live.fid[slots]
+        ids, end = live.finished_ids(slots, live.end_buf[:n].copy())
         if self._finish is not None:
             self._finish.data[ids] = end
         if self._cap.size > self.num_links:   # private links no flow crosses any more are free again
-            rows = live.links[slots]
-            priv = np.unique(rows[rows >= self.num_links])
-            self._free_private.extend(priv[live.count[priv] == 0].tolist())
+            self._private.release(live.links[slots], live.count)
         live.release(slots, flows)
         self._theta = min(self._theta, min_rate)
         self._dirty = True
         return ids, end
-
-
-def _caps(rate_cap, cap_key, n: int, keep: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The checked ceilings and keys of the flows ``keep`` of an ``add_flows`` call."""
-    cap = np.asarray(rate_cap, dtype=np.float64).reshape(-1)
-    key = np.arange(n, dtype=np.int64) if cap_key is None else np.asarray(cap_key).reshape(-1)
-    if cap.shape != (n,) or key.shape != (n,) or (key.size and key.dtype.kind not in "iu"):
-        raise SimError(f"add_flows: rate_cap and cap_key must give one value per flow ({n})")
-    if not (cap > 0).all():
-        raise SimError("add_flows: rate_cap must be > 0 (inf: no ceiling)")
-    return cap[keep], key[keep].astype(np.int64)
-
-
-def _padded_rows(links: np.ndarray, starts: np.ndarray, deg: np.ndarray) -> np.ndarray:
-    """Link ids of flows (``links[starts[i]:starts[i] + deg[i]]``) as the rows of a matrix padded with -1.
-
-    Examples
-    --------
-    >>> _padded_rows(np.array([4, 5, 6]), np.array([0, 2]), np.array([2, 1])).tolist()
-    [[4, 5], [6, -1]]
-    """
-    n = deg.size
-    width = max(int(deg.max()) if n else 1, 1)
-    if n and (deg == width).all():   # every path as long: one gather, no scatter
-        return links[(starts[:, None] + np.arange(width)).reshape(-1)].reshape(n, width)
-    rows = np.full((n, width), -1, dtype=np.int64)
-    begin = np.cumsum(deg) - deg
-    c = np.arange(int(deg.sum())) - np.repeat(begin, deg)
-    row_start = np.repeat(np.arange(n) * width, deg)
-    rows.reshape(-1)[row_start + c] = links[np.repeat(starts, deg) + c]
-    return rows

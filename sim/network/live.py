@@ -25,7 +25,11 @@ costs about half a microsecond per array argument, three calls per event).
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
+
+from sim.errors import SimError
 
 __all__ = ["LiveFlows"]
 
@@ -182,6 +186,44 @@ class LiveFlows:
                  for f, wt in zip(fid.tolist(), w.tolist(), strict=True)]
         pos = np.repeat(np.arange(slots.size), [p.size for p in parts])
         return np.concatenate(parts), pos
+
+    def rates_by_id(self) -> tuple[np.ndarray, np.ndarray]:
+        """Ids of the flows in flight (increasing) and their current rates (bytes/s)."""
+        slots = self.live_slots()
+        ids, pos = self.expand(slots)
+        order = np.argsort(ids, kind="stable")
+        return ids[order], self.rate[slots[pos[order]]]
+
+    def remaining_bytes(self, flow_ids: np.ndarray, now_s: float) -> np.ndarray:
+        """Bytes the flows ``flow_ids`` (in flight, solved) have left to send at ``now_s``.
+
+        Raises
+        ------
+        SimError
+            When a flow is not in flight.
+        """
+        slots = self.live_slots()
+        ids, pos = self.expand(slots)
+        order = np.argsort(ids)
+        want = np.asarray(flow_ids, dtype=np.int64).reshape(-1)
+        at = np.searchsorted(ids[order], want)
+        if want.size and (at.max() >= ids.size or (ids[order][at] != want).any()):
+            raise SimError("remaining_bytes: a flow id is not in flight")
+        s = slots[pos[order[at]]]
+        rate = self.rate[s]
+        return self.rem0[s] - np.where(rate < math.inf, rate, 0.0) * (now_s - self.t0[s])
+
+    def finished_ids(self, slots: np.ndarray, end_s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Flow ids of the finished ``slots`` (in finishing order, ``end_s`` their finish times, in order)
+        and their finish times: a weighted slot's flows are listed by (finish, id)."""
+        if not self.members:
+            return self.fid[slots], end_s
+        ids, pos = self.expand(slots)
+        end_s = end_s[pos]
+        if pos.size != slots.size:
+            order = np.lexsort((ids, end_s))
+            ids, end_s = ids[order], end_s[order]
+        return ids, end_s
 
     # ------------------------------------------------------------------------------------------------
     def _reserve(self, n: int, width: int) -> None:

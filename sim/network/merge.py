@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["identical_flows"]
+__all__ = ["identical_flows", "weighted_slots"]
 
 #: flows per call below which looking for identical flows costs more than it can save
 MIN_FLOWS = 8
@@ -85,3 +85,42 @@ def _by_unique(key: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
     pos = np.empty(first.size, dtype=np.int64)
     pos[rank] = np.arange(first.size)
     return first[rank], pos[inverse.reshape(-1)]
+
+
+def weighted_slots(rows: np.ndarray, deg: np.ndarray, size_bytes: np.ndarray, ids: np.ndarray,
+                   group: np.ndarray, min_flows: int | None = None) -> tuple:
+    """The slots of ``n`` new flows: one per set of identical flows (:func:`identical_flows`), weighted.
+
+    Parameters
+    ----------
+    rows : ndarray of int64, shape (n, width)
+        Link ids of each flow, padded with -1.
+    deg, size_bytes, ids, group : ndarray, shape (n,)
+        Links per flow, bytes, flow ids (increasing), batching groups.
+    min_flows : int, optional
+        As :func:`identical_flows`.
+
+    Returns
+    -------
+    (rows, deg, size_bytes, group, fid, weight, members)
+        Per slot: the first flow's links, degree, size, group and id, the flows it stands for (float64),
+        and ``members`` (dict: fid of a slot of weight > 1 -> ids of all its flows).
+
+    Examples
+    --------
+    >>> rows = np.array([[0, 1], [0, 1], [2, -1]])
+    >>> out = weighted_slots(rows, np.array([2, 2, 1]), np.full(3, 5.0), np.arange(3), np.zeros(3, int),
+    ...                      min_flows=0)
+    >>> out[4].tolist(), out[5].tolist(), {k: v.tolist() for k, v in out[6].items()}
+    ([0, 2], [2.0, 1.0], {0: [0, 1]})
+    """
+    merged = identical_flows(rows, size_bytes, group, min_flows)
+    if merged is None:
+        return rows, deg, size_bytes, group, ids, np.ones(ids.size), {}
+    first, inverse = merged
+    weight = np.bincount(inverse).astype(np.float64)
+    order = np.argsort(inverse, kind="stable")
+    bounds = np.r_[0, np.cumsum(weight.astype(np.int64))]
+    all_ids = ids[order]
+    members = {int(ids[first[j]]): all_ids[bounds[j]:bounds[j + 1]] for j in np.flatnonzero(weight > 1.0).tolist()}
+    return rows[first], deg[first], size_bytes[first], group[first], ids[first], weight, members

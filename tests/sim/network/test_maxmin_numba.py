@@ -27,7 +27,9 @@ def instances(draw):
     links = draw(st.lists(st.integers(0, n_links - 1), min_size=int(ptr[-1]), max_size=int(ptr[-1])))
     caps = draw(st.lists(st.sampled_from([0.0, 1.0, 2.5, 3.0, 100.0, 1e11 / 3]), min_size=n_links,
                          max_size=n_links))
-    weight = draw(st.lists(st.sampled_from([1.0, 1.0, 2.0, 3.0, 7.0]), min_size=n_flows, max_size=n_flows))
+    # integral weights (merged flows: the kernel subtracts frozen counts) and fractional ones (it recounts)
+    weight = draw(st.lists(st.sampled_from([1.0, 1.0, 2.0, 3.0, 7.0, 0.5, 1.25]), min_size=n_flows,
+                           max_size=n_flows))
     return ptr, np.array(links, dtype=np.int64), np.array(caps), np.array(weight)
 
 

@@ -99,3 +99,24 @@ def test_ceilings_equal_explicit_links(instance):
     want = _run(FlowNetwork(np.r_[cap, extra]), explicit)
     assert sorted(got) == sorted(want)
     np.testing.assert_allclose([got[i] for i in sorted(got)], [want[i] for i in sorted(want)], rtol=1e-9)
+
+
+def test_private_links_module_shares_one_link_per_key_and_frees_it_with_its_last_flow():
+    # sim.network.ceilings alone (split out of flow_network): keys 5, 5, 9 -> two private links after the
+    # 2 public ones; a link is free again only when no flow crosses it
+    from sim.network.ceilings import PrivateLinks, checked_caps
+    from sim.network.live import LiveFlows
+
+    live, priv = LiveFlows(2), PrivateLinks(2)
+    caps = checked_caps(np.array([4.0, 4.0, 6.0]), np.array([5, 5, 9]), 3, np.ones(3, dtype=bool))
+    rows, deg, cap, link_bytes = priv.attach(np.array([[0], [1], [0]]), np.array([1, 1, 1]), caps,
+                                             np.array([10.0, 10.0]), np.zeros(2), live)
+    assert deg.tolist() == [2, 2, 2] and rows[0, 1] == rows[1, 1] != rows[2, 1]
+    assert cap[rows[:, 1]].tolist() == [4.0, 4.0, 6.0] and cap.size == link_bytes.size == live.num_links
+    count = np.zeros(cap.size, dtype=np.int64)
+    count[rows[1, 1]] = 1                       # flow 1 still crosses the shared link
+    free_before = len(priv.free)
+    priv.release(rows[[0, 2]], count)
+    assert len(priv.free) == free_before + 1 and priv.free[-1] == rows[2, 1]
+    with pytest.raises(SimError, match="rate_cap"):
+        checked_caps(np.array([0.0]), None, 1, np.ones(1, dtype=bool))
