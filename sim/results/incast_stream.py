@@ -34,6 +34,7 @@ import pandas as pd
 
 from sim.engine.csr import csr_take
 from sim.results.incast import empty_incast, events_frame, group_running_max, path_table, port_table
+from sim.results.sortkeys import lex_order
 
 __all__ = ["IncastStream"]
 
@@ -157,8 +158,9 @@ class IncastStream:
         parts = [self._open, *self._pending]
         self._pending, self._n_pending = [], 0
         port, sender, a, b, rate = (np.concatenate(x) for x in zip(*parts, strict=True))
-        # (port, sender) as one integer key: two stable sorts instead of three, the same order
-        order = np.lexsort((a, port * self._n_send + (sender + 1)))
+        # (port, sender) as one integer key, sorted by its 16-bit digits (radix passes) after a stable
+        # sort of the starts (nearly sorted: flows come in finishing order): np.lexsort's permutation
+        order = lex_order((a, port * self._n_send + (sender + 1)))
         port, sender, a, b, rate = port[order], sender[order], a[order], b[order], rate[order]
         if len(port) == 0:
             return port, a, b, rate
@@ -253,7 +255,7 @@ class IncastStream:
         port = paths.links[pos]
         keep = self.is_port[port]
         port, val, cnt = port[keep], self._plat[path[keep]], self._path_flows[path[keep]]
-        order = np.lexsort((val, port))
+        order = lex_order((val, port))
         port, val, cnt = port[order], val[order], cnt[order]
         new = np.r_[True, (port[1:] != port[:-1]) | (val[1:] != val[:-1])]
         starts = np.flatnonzero(new)
