@@ -30,7 +30,7 @@ def _keys(draw):
     return [_key(draw, n) for _ in range(draw(st.integers(1, 3)))]
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=40, deadline=None)
 @given(_keys())
 def test_lex_order_is_lexsorts_permutation(keys):
     assert lex_order(keys).tolist() == np.lexsort(keys).tolist()
@@ -45,7 +45,7 @@ def test_stable_order_keeps_the_given_order_of_ties():
     assert stable_order(wide).tolist() == np.argsort(wide, kind="stable").tolist()
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=25, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 4), st.floats(allow_nan=False, allow_infinity=False)), max_size=50))
 def test_group_running_max_is_the_loops(rows):
     rows = sorted(rows, key=lambda r: r[0])   # groups are contiguous runs
