@@ -59,6 +59,7 @@ class LinkStats:
         # reduced a block at a time (bounded to ~16 MB on big fabrics)
         self._seg_rows = max(1, min(256, (1 << 21) // max(n, 1)))
         self._seg_bytes = np.zeros((self._seg_rows, n))
+        self._rate = np.zeros((self._seg_rows, n))   # scratch of flush: the rates of a block
         self._seg_ab = np.zeros((self._seg_rows, 2))
         self._segs = 0
 
@@ -122,12 +123,17 @@ class LinkStats:
         if not k:
             return
         self._segs = 0
-        vals = np.maximum(self._seg_bytes[:k], 0.0)
+        # the rows are scratch (every dense_row is written whole before it is read): clip them in place
+        vals = np.maximum(self._seg_bytes[:k], 0.0, out=self._seg_bytes[:k])
         a, b = self._seg_ab[:k, 0], self._seg_ab[:k, 1]
         self._total += vals.sum(axis=0)
         dt = b - a
         real = dt > MIN_SEGMENT_REL * np.abs(b)   # rates of float-rounding slivers mean nothing
-        if real.any():
+        if real.all():   # the usual case: no row gathered, the same quotients
+            rate = np.divide(vals, dt[:, None], out=self._rate[:k])
+            np.maximum(self._peak_rate, rate.max(axis=0), out=self._peak_rate)
+            self._busy90_s += dt @ (rate >= self._hot_rate)
+        elif real.any():
             rate = vals[real] / dt[real, None]
             np.maximum(self._peak_rate, rate.max(axis=0), out=self._peak_rate)
             self._busy90_s += dt[real] @ (rate >= self._hot_rate)

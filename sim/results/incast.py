@@ -97,8 +97,9 @@ def events_frame(links: pd.DataFrame, e_port, e_t0, e_t1, e_fanin, e_demand, e_r
 
 
 def group_running_max(gid: np.ndarray, vals: np.ndarray) -> np.ndarray:
-    """Running maximum of ``vals`` inside each run of equal ``gid`` (non-decreasing), exactly: the values
-    are replaced by their ranks, so the group offsets are integers (a float offset would round them).
+    """Running maximum of ``vals`` inside each run of equal ``gid`` (non-decreasing), exactly (a maximum
+    never rounds; a float offset per group would): pandas' grouped ``cummax``, one linear pass, where
+    ranking the values for integer offsets cost a sort of them.
 
     Examples
     --------
@@ -107,9 +108,7 @@ def group_running_max(gid: np.ndarray, vals: np.ndarray) -> np.ndarray:
     """
     if len(vals) == 0:
         return np.zeros(0)
-    uniq, rank = np.unique(vals, return_inverse=True)
-    off = np.asarray(gid, dtype=np.int64) * len(uniq)
-    return uniq[np.maximum.accumulate(rank.astype(np.int64) + off) - off]
+    return pd.Series(np.asarray(vals, dtype=np.float64)).groupby(np.asarray(gid), sort=False).cummax().to_numpy()
 
 
 def _empty() -> pd.DataFrame:

@@ -32,8 +32,9 @@ import networkx as nx
 import numpy as np
 import pandas as pd
 
-from sim.engine.csr import csr_take
+from sim.engine.csr import GrowArray, csr_take
 from sim.results.incast import empty_incast, events_frame, group_running_max, path_table, port_table
+from sim.results.sortkeys import lex_order
 
 __all__ = ["IncastStream"]
 
@@ -70,7 +71,8 @@ class IncastStream:
         n = len(self.cap)
         # per path (computed as paths appear): upstream rate per incidence, latency, sender
         self._n_paths = 0
-        self._up, self._plat, self._sender = np.zeros(0), np.zeros(0), np.zeros(0, _I)
+        # (growing by doubling: paths keep appearing all run long, a concatenation per hand-over copied all)
+        self._up, self._plat, self._sender = GrowArray(_F, np.inf), GrowArray(_F, 0.0), GrowArray(_I, -1)
         self._pending: list[tuple] = []
         self._n_pending = 0
         self._open = (np.zeros(0, _I), np.zeros(0, _I), np.zeros(0), np.zeros(0), np.zeros(0))
@@ -81,7 +83,7 @@ class IncastStream:
         self._run = np.zeros((n, 4))   # t0, t1, max fan-in, max demand of a port's open run
         self._events: list[tuple] = []
         self._lat = (np.zeros(0, _I), np.zeros(0), np.zeros(0, _I))   # port, latency, count (at close)
-        self._path_flows = np.zeros(0, _I)   # flows per path so far: each adds its path's latency at its ports
+        self._path_flows = GrowArray(_I, 0)   # flows per path so far: each adds its path's latency at its ports
         self._paths = None   # the path table the flows come with
         self.table: pd.DataFrame | None = None
         self.peak_waiting = 0
@@ -99,10 +101,13 @@ class IncastStream:
         n0 = self._n_paths
         sub_ptr = ptr[n0:n1 + 1] - ptr[n0]
         up, plat, sender = path_table(sub_ptr, plinks[ptr[n0]:ptr[n1]], self.cap, self.lat_us, self.gpu_of_src)
-        self._up = np.concatenate([self._up, up])
-        self._plat = np.concatenate([self._plat, plat])
-        self._sender = np.concatenate([self._sender, sender])
-        self._path_flows = np.concatenate([self._path_flows, np.zeros(n1 - n0, _I)])
+        lo, hi = ptr[n0], ptr[n1]   # the new paths' incidences: rows lo .. hi - 1 of the path table's links
+        self._up.ensure(hi)
+        self._up.a[lo:hi] = up
+        for col, vals in ((self._plat, plat), (self._sender, sender)):
+            col.ensure(n1)
+            col.a[n0:n1] = vals
+        self._path_flows.ensure(n1)
         self._n_paths = n1
 
     def add(self, cols: dict, paths) -> None:
@@ -115,7 +120,7 @@ class IncastStream:
         self._paths = paths
         ptr, plinks = paths.ptr, paths.links
         fpath = cols["path"][fl]
-        self._path_flows += np.bincount(fpath, minlength=self._n_paths)
+        self._path_flows.a[:self._n_paths] += np.bincount(fpath, minlength=self._n_paths)
         fptr, _ = csr_take(ptr, plinks, fpath)
         fdeg = np.diff(fptr)
         pos = np.arange(fptr[-1]) - np.repeat(fptr[:-1] - ptr[fpath], fdeg)
@@ -126,8 +131,8 @@ class IncastStream:
         if len(port) == 0:
             return
         p = fpath[inc]
-        self._pending.append((port, self._sender[p], t0[fl][inc], t1[fl][inc],
-                              np.minimum(self._up[pos], self.cap[port])))
+        self._pending.append((port, self._sender.a[p], t0[fl][inc], t1[fl][inc],
+                              np.minimum(self._up.a[pos], self.cap[port])))
         self._n_pending += len(port)
         if self._n_pending >= self.chunk:
             self._round(float(self.horizon()))
@@ -157,8 +162,9 @@ class IncastStream:
         parts = [self._open, *self._pending]
         self._pending, self._n_pending = [], 0
         port, sender, a, b, rate = (np.concatenate(x) for x in zip(*parts, strict=True))
-        # (port, sender) as one integer key: two stable sorts instead of three, the same order
-        order = np.lexsort((a, port * self._n_send + (sender + 1)))
+        # (port, sender) as one integer key, sorted by its 16-bit digits (radix passes) after a stable
+        # sort of the starts (nearly sorted: flows come in finishing order): np.lexsort's permutation
+        order = lex_order((a, port * self._n_send + (sender + 1)))
         port, sender, a, b, rate = port[order], sender[order], a[order], b[order], rate[order]
         if len(port) == 0:
             return port, a, b, rate
@@ -243,7 +249,7 @@ class IncastStream:
         """The latencies of every port's incidences as counts per (port, latency): each path's latency
         at each of its ports, as many times as flows took the path (counted per path as flows came, one
         bincount per hand-over instead of one entry per incidence)."""
-        used = np.flatnonzero(self._path_flows)
+        used = np.flatnonzero(self._path_flows.a[:self._n_paths])
         if paths is None or not len(used):
             return
         fptr, _ = csr_take(paths.ptr, paths.links, used)
@@ -252,8 +258,8 @@ class IncastStream:
         path = np.repeat(used, deg)
         port = paths.links[pos]
         keep = self.is_port[port]
-        port, val, cnt = port[keep], self._plat[path[keep]], self._path_flows[path[keep]]
-        order = np.lexsort((val, port))
+        port, val, cnt = port[keep], self._plat.a[path[keep]], self._path_flows.a[path[keep]]
+        order = lex_order((val, port))
         port, val, cnt = port[order], val[order], cnt[order]
         new = np.r_[True, (port[1:] != port[:-1]) | (val[1:] != val[:-1])]
         starts = np.flatnonzero(new)
