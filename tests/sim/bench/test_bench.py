@@ -14,7 +14,14 @@ from hypothesis import strategies as st
 
 import topologies
 from sim.bench.run import BENCH_COLUMNS, bench_table, bench_trace, run_bench
-from sim.bench.sizes import HOST_LAUNCH_US_PER_GPU, bench_sizes, gpus_per_thread, host_floor_s, parse_size, trace_op
+from sim.bench.sizes import (
+    HOST_LAUNCH_US_PER_GPU,
+    bench_sizes,
+    gpus_per_thread,
+    host_floor_s,
+    parse_size,
+    trace_op,
+)
 from sim.bench.validate import error_summary, validate_trace
 from sim.errors import SimError
 from sim.planning import tuning

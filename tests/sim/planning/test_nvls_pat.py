@@ -231,7 +231,7 @@ def test_nvls_tree_critical_path_latency_is_nccls(servers, net_latency_us):
 
 def test_nvls_tree_pays_the_kernels_ceiling_per_nvls_channel():
     from sim.bench.run import run_bench
-    from sim.planning.nvls import nvls_tree_kernel_factor, nvls_edges
+    from sim.planning.nvls import nvls_edges, nvls_tree_kernel_factor
 
     g = topologies.build("rail_optimized", num_gpus=16, gpu="h100", nic="ib")
     t = run_bench("AllReduce", g, [1 << 30])
