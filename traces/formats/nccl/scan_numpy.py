@@ -81,6 +81,11 @@ def scan_chunk(buf: bytes, line_base: int, scan: FileScan, parts: list, report: 
     tuning_lines = np.empty(0, dtype=np.int64)
     if len(tmarks):
         tcols, tok = F.tuning_fields(ch, tmarks)
+        # A line with two marks (torn by another process's write) goes whole to the per-line parser, which
+        # reads each of its records once, as the compiled reader does: reading one mark here and leaving the
+        # other would drop it, since lines read here are not parsed again.
+        lines_seen, mark_counts = np.unique(tcols["line"], return_counts=True)
+        tok &= ~np.isin(tcols["line"], lines_seen[mark_counts > 1])
         if tok.any():
             part = {name: tcols[name][tok] for name in TUNING_FIELDS}
             tuning_lines = part["line"]
