@@ -1,15 +1,14 @@
 """The pandas-free path of ``simrun ingest`` for NCCL logs (issue 12's fresh-process speed bar).
 
 A new ``simrun ingest`` process must not import pandas (~0.5 s of CPU), so the steps on its path use
-:mod:`traces.arrays` instead of pandas and the writer builds Arrow arrays from numpy columns. Checked here:
-the helpers give pandas' own answers (codes, order, duplicates), a column block writes the same Parquet bytes
-and raises the same errors as the frame it stands for, the registry's shortcut for JSON formats never skips
-a format that would claim the file, and a real ``simrun ingest`` process imports no pandas.
+:mod:`traces.arrays` instead of pandas and the writer builds Arrow arrays from numpy columns (that path's
+own tests, a column block against the frame it stands for: ``test_arrow_table.py``). Checked here: the
+helpers give pandas' own answers (codes, order, duplicates), the registry's shortcut for JSON formats never
+skips a format that would claim the file, and a real ``simrun ingest`` process imports no pandas.
 """
 
 from __future__ import annotations
 
-import math
 import os
 import subprocess
 import sys
@@ -23,9 +22,7 @@ from hypothesis import strategies as st
 
 from traces.arrays import Text, duplicated, factorize, unique
 from traces.formats.files import json_start
-from traces.io import TraceWriter
 from traces.readers import FORMATS, JSON_FORMATS, _module
-from traces.schema import TraceError, new_metadata
 
 ROOT = Path(__file__).resolve().parents[2]
 NCCL_LOG = ROOT / "tests" / "data" / "nccl_logs" / "issue1193_ray_allreduce_nranks128.log"
@@ -59,60 +56,6 @@ def test_factorize_unique_duplicated_as_pandas(small: list[int], big: list[int],
     a, b = np.array(small, dtype=np.int64), np.array(small[::-1], dtype=np.int64)
     frame = pd.DataFrame({"a": a, "b": b})
     assert duplicated(a, b).tolist() == frame.duplicated().tolist()
-
-
-def _block(n: int, **changes: object) -> dict[str, np.ndarray]:
-    """A column block of ``n`` valid rows (NaN and known times, splits on AllToAll, text as codes and objects)."""
-    k = np.arange(n)
-    a2a = k % 3 == 0
-    cols = {
-        "rank": k % 2, "comm": Text(np.zeros(n, dtype=np.int64), np.array(["c0"], dtype=object)), "seq": k // 2,
-        "op": np.where(a2a, "AllToAll", "AllReduce").astype(object), "count": np.full(n, 4),
-        "dtype": Text(np.full(n, 1), np.array(["", "fp32"], dtype=object)), "bytes": np.full(n, 16),
-        "root": np.full(n, -1), "nranks": np.full(n, 2), "t_start_s": np.where(k % 4 == 1, np.nan, k * 0.5),
-        "duration_s": np.full(n, np.nan), "host": Text(k % 2, np.array(["h0", "h1"], dtype=object)),
-        "device": k % 2, "context": Text(np.zeros(n, dtype=np.int64), np.array([""], dtype=object)),
-        "algo": np.where(k % 2, "RING", "").astype(object), "proto": np.full(n, "", dtype=object),
-        "group": np.full(n, -1),
-    }
-    splits = np.empty(n, dtype=object)
-    splits[:] = [(8, 8) if a else () for a in a2a.tolist()]
-    cols["split_bytes"] = splits
-    cols.update(changes)
-    return cols
-
-
-def _write(path: Path, block: dict[str, np.ndarray] | pd.DataFrame) -> bytes:
-    meta = new_metadata(2, {"c0": [0, 1]}, "test", gpus_per_node=2)
-    with TraceWriter(path, meta) as writer:
-        writer.write(block)
-    return path.read_bytes()
-
-
-def _as_frame(block: dict[str, np.ndarray]) -> pd.DataFrame:
-    return pd.DataFrame({k: pd.Series(np.asarray(v), dtype=np.asarray(v).dtype) for k, v in block.items()})
-
-
-def test_column_block_writes_the_frames_bytes(tmp_path: Path) -> None:
-    block = _block(12)
-    assert _write(tmp_path / "cols.parquet", block) == _write(tmp_path / "frame.parquet", _as_frame(block))
-
-
-@pytest.mark.parametrize("changes", [
-    {"rank": np.full(12, 5)},  # outside world_size
-    {"bytes": np.full(12, 15)},  # not count x size
-    {"t_start_s": np.full(12, math.inf)},
-    {"rank": np.full(12, 2**40)},  # does not fit int32: the frame's exact cast names it
-    {"count": np.full(12, 4.5)},  # not integers: off the fast path, the frame's message
-])
-def test_column_block_raises_the_frames_error(tmp_path: Path, changes: dict[str, np.ndarray]) -> None:
-    block = _block(12, **changes)
-    with pytest.raises(TraceError) as from_cols:
-        _write(tmp_path / "cols.parquet", block)
-    with pytest.raises(TraceError) as from_frame:
-        _write(tmp_path / "frame.parquet", _as_frame(block))
-    assert str(from_cols.value) == str(from_frame.value)
-    assert not (tmp_path / "cols.parquet").exists()
 
 
 HEADS = {  # one valid head of each JSON format (the registry's own tests detect them)

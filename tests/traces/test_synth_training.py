@@ -12,7 +12,6 @@ import math
 import numpy as np
 import pytest
 
-from traces.schema import TraceError
 from traces.synth import synthesize
 
 H, L, FFN, KV, HD, V = 8192, 80, 28_672, 8, 128, 128_256
@@ -150,14 +149,3 @@ def test_mixtral_expert_parallel_all_to_all():
     # expert gradients are reduced over the expert-data-parallel group (dp / ep = 2 ranks)
     grads = df[_site(df) == "grad_sync"]
     assert {len(df.attrs["collsim"]["comms"][c]) for c in grads["comm"].unique()} == {2, 8}
-
-
-def test_training_plan_errors():
-    with pytest.raises(TraceError, match="tp"):
-        synthesize("llama3-70b", mode="training", tp=3)
-    with pytest.raises(TraceError, match="MLA"):
-        synthesize("deepseek-v3", mode="training", tp=8)
-    with pytest.raises(TraceError, match="unknown training option"):
-        synthesize("llama3-8b", mode="training", engine="vllm")
-    with pytest.raises(TraceError, match="zero"):
-        synthesize("llama3-8b", mode="training", zero=2)

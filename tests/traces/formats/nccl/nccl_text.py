@@ -1,8 +1,10 @@
-"""NCCL log lines built from their format strings (docs/nccl_formats.md), for the NCCL reader's tests."""
+"""NCCL log lines built from their format strings (docs/nccl_formats.md), and the reads of them, for the NCCL
+reader's tests."""
 
 from __future__ import annotations
 
 from traces.formats.nccl.reader import read_nccl_logs
+from traces.schema import TraceError
 
 
 def coll(op="AllReduce", opc="0", count=1024, dt=7, root=0, comm="0xc0", nranks=2, sb="0x10", rb="0x20",
@@ -24,4 +26,13 @@ def read_lines(tmp_path, lines, name="x.log", **kw):
     return read_nccl_logs([path], **kw)
 
 
-__all__ = ["coll", "pre", "read_lines"]
+def read_all(paths):
+    """(rows, metadata, report) or the error message of read_nccl_logs."""
+    try:
+        df, report = read_nccl_logs(paths)
+    except TraceError as exc:
+        return str(exc)
+    return df, df.attrs, report.as_dict()
+
+
+__all__ = ["coll", "pre", "read_all", "read_lines"]

@@ -166,26 +166,7 @@ def test_unknown_datatype_is_reported(tmp_path):
     assert len(df) == 1 and report.skipped == {"unknown datatype code 12": 1}
 
 
-# --- rings (section 4) and TUNING (section 6) ----------------------------------------------------------
-
-@pytest.mark.parametrize(
-    ("ring_line", "ring", "partial"),
-    [
-        ("Channel 00/02 :    0   2   1   3", [0, 2, 1, 3], False),  # <= 2.22 padded
-        ("Channel 00/02 : 0 2 1 3", [0, 2, 1, 3], False),  # 2.23+ compact
-        ("Channel 00/02 : 0 2 ...", [0, 2], True),  # 2.23+ cut at 128 chars
-        ("Channel 00 :    0   2   1   3", [0, 2, 1, 3], False),  # 2.4
-    ],
-)
-def test_ring_lines(tmp_path, ring_line, ring, partial):
-    init = "ncclCommInitRank comm 0xa rank {r} nranks 4 cudaDev 0 nvmlDev 0 busId 1 commId 0x5 - Init COMPLETE"
-    lines = [pre(pid=1) + ring_line, pre(pid=1) + init.format(r=0), pre(pid=1) + "Channel 00/0 : 0[0] -> 1[1] via P2P/IPC",
-             pre(pid=2) + init.format(r=1), pre(pid=1) + coll(comm="0xa", nranks=4)]
-    df, _ = read_lines(tmp_path, lines)
-    meta = df.attrs["collsim"]
-    assert meta["rings"] == {"0x5": [ring]}
-    assert meta["rings_partial"] == ({"0x5": [0]} if partial else {})
-
+# --- TUNING (section 6; the rings of section 4: test_init_meta.py) ----------------------------------
 
 @pytest.mark.parametrize(
     "tuning",
@@ -307,22 +288,6 @@ def test_progress_reports_bytes(tmp_path, monkeypatch):
     df, _ = read_nccl_logs([path], progress=seen.append)
     assert sum(seen) == path.stat().st_size and len(seen) > 10
     assert df["seq"].tolist() == list(range(50))
-
-
-def test_parallel_ranges_give_the_same_trace(tmp_path, monkeypatch):
-    # The 2-process path (off by default: slower on the shared machine) splits a file at line starts. The
-    # last line's op has garbage glued before it, so its prefix is unknown and its pointer (used by pids 1
-    # and 2) ambiguous: skipped, and reported at the same file:line by both paths.
-    lines = [pre(pid=1 + i % 2) + coll(opc=f"{i:x}", count=i) for i in range(40)] + [pre() + "x" + coll()[3:]]
-    path = tmp_path / "p.log"
-    path.write_text("\n".join(lines) + "\n")
-    serial, report1 = read_nccl_logs([path])
-    monkeypatch.setattr(nccl_log_scan, "PARALLEL_BYTES", 1)
-    monkeypatch.setattr(nccl_log_scan, "WORKERS", 2)
-    monkeypatch.setattr(nccl_log_scan, "CHUNK_BYTES", 512)
-    parallel, report2 = read_nccl_logs([path])
-    assert parallel.equals(serial) and len(serial) == 40
-    assert report1.examples == report2.examples and report1.skipped == report2.skipped
 
 
 @pytest.mark.parametrize(("word", "damaged"), [("sendbuff", "s:ndbuff"), ("datatype", "datatyqe"),

@@ -9,6 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
+from nccl_text import read_all
 
 import traces.formats.nccl.output as output
 from traces.errors import TraceError
@@ -136,46 +137,6 @@ def test_compressed_files_and_folders_stream_to_the_same_rows(tmp_path: Path, mo
     pd.testing.assert_frame_equal(y, z)
 
 
-def _read_all(paths):
-    """(rows, metadata, report) or the error message of read_nccl_logs."""
-    from traces.formats.nccl.reader import read_nccl_logs
-
-    try:
-        df, report = read_nccl_logs(paths)
-    except TraceError as exc:
-        return str(exc)
-    return df, df.attrs, report.as_dict()
-
-
-def test_spilled_passes_give_what_the_in_memory_passes_give(tmp_path: Path, monkeypatch) -> None:
-    # Samples read with their per-line data spilled to disk, in chunks of 512 bytes so
-    # that every file is several chunks: the replayed passes must keep every order (instances, skip reasons
-    # and their first file:line, unprefixed-line owners), so rows, metadata, report (hence --strict's error)
-    # and errors are those of the in-memory passes over the same chunks.
-    import tempfile
-
-    import traces.formats.nccl.scan as scan
-    import traces.formats.nccl.spill as spill
-
-    monkeypatch.setattr(scan, "CHUNK_BYTES", 512)
-    # all files at once (every line, skip reasons and pointer owners across files), and the files whose lines
-    # hit the rarer rules alone (one-sided ops and bad roots, launchers and unprefixed lines, one process
-    # driving two GPUs, a pointer without Init line), so each file's own first file:line is checked too
-    alone = [p for p in LOGS if Path(p).name.startswith(("constructed_", "issue"))]
-    inputs = [[Path(p) for p in LOGS]] + [[Path(p)] for p in alone]
-    expected = [_read_all(paths) for paths in inputs]
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # the spill folders go here: checked below
-    monkeypatch.setattr(spill, "SPILL_BYTES", 0)
-    for paths, want in zip(inputs, expected, strict=True):
-        got = _read_all(paths)
-        if isinstance(want, str) or isinstance(got, str):
-            assert got == want
-            continue
-        pd.testing.assert_frame_equal(got[0], want[0])
-        assert got[1:] == want[1:]
-    assert not list(tmp_path.glob("collsim-ingest-*"))  # removed at the end
-
-
 def test_spill_folder_is_removed_on_an_error(tmp_path: Path, monkeypatch) -> None:
     import tempfile
 
@@ -223,8 +184,8 @@ def test_spilled_rows_stream_and_check_as_in_memory(tmp_path: Path, monkeypatch)
         try:
             ingest_to_parquet(paths, out)
         except TraceError as exc:
-            return _read_all(paths), str(exc)
-        return _read_all(paths), read_trace(out)
+            return read_all(paths), str(exc)
+        return read_all(paths), read_trace(out)
 
     (want, a), (got, b) = run([alltoall], False, tmp_path / "m.parquet"), run([alltoall], True, tmp_path / "s.parquet")
     assert sum(len(s) > 0 for s in want[0]["split_bytes"]) == 2  # one folded AllToAll row per rank
@@ -235,37 +196,3 @@ def test_spilled_rows_stream_and_check_as_in_memory(tmp_path: Path, monkeypatch)
     (want, a), (got, b) = run([bad], False, tmp_path / "m.parquet"), run([bad], True, tmp_path / "s.parquet")
     assert want[2]["disagreeing_example"] and got[1:] == want[1:]
     assert a == b and "field 'count'" in b
-
-
-def test_spilled_tuning_copy_and_seq_alignment_by_bucket(tmp_path: Path, monkeypatch) -> None:
-    # The spilled steps across processes work a bucket of collectives (TUNING copy) or one inferred comm
-    # (seq aligned on opCount) at a time and write back only the rows they change: buckets of 3 rows here,
-    # a log without Init lines (the comm is inferred) whose rank 1 starts one collective late (aligned), with
-    # TUNING lines on rank 0 only (copied to rank 1).
-    import traces.formats.nccl.rowstore as rowstore
-    import traces.formats.nccl.spill as spill
-
-    lines = []
-    for r in range(2):
-        p = PRE.format(pid=10 + r, dev=r)
-        for k, count in enumerate([4, 8, 16, 32, 64, 128]):
-            if r == 1 and k == 0:
-                continue  # this member's log starts at the second collective
-            lines.append(f"{p}AllReduce: opCount {k:x} sendbuff 0x1 recvbuff 0x2 count {count} datatype 7 op 0 "
-                         f"root 0 comm 0x{r + 5:x} [nranks=2] stream 0x3")
-            if r == 0:
-                lines.append(f"{p}AllReduce: {count * 4} Bytes -> Algo RING proto {('LL', 'SIMPLE')[k % 2]} "
-                             "channel{Lo..Hi}={0..1}")
-    log = tmp_path / "cut.log"
-    log.write_text("\n".join(lines) + "\n")
-    monkeypatch.setattr(rowstore, "BUCKET_ROWS", 3)
-    results = []
-    for spilled in (False, True):
-        monkeypatch.setattr(spill, "SPILL_BYTES", 0 if spilled else 1 << 40)
-        results.append(_read_all([log]))
-    (want, want_meta, want_report), (got, got_meta, got_report) = results
-    pd.testing.assert_frame_equal(got, want)
-    assert (got_meta, got_report) == (want_meta, want_report)
-    assert sorted(got.loc[got["rank"] == got["rank"].max(), "seq"]) == [1, 2, 3, 4, 5]  # aligned on opCount
-    assert (got["algo"] == "RING").all() and set(got["proto"]) == {"LL", "SIMPLE"}  # copied to the other rank
-    assert any("aligned on opCount" in n for n in got_meta["collsim"]["notes"])
