@@ -65,7 +65,7 @@ def alltoall_plan(nbytes: float, ranks: np.ndarray, split_bytes, server: np.ndar
     b = m[i, j]
     inter = server[i] != server[j]
     if inter.all():
-        proto = "Simple"   # network p2p has no LL buffers (sim.planning.collectives._direct's rule)
+        proto = "Simple"   # network p2p has no LL buffers (sim.planning.plan_wire.direct_plan's rule)
     lat = np.where(inter, tuning.p2p_latency_s("Simple", True), tuning.p2p_latency_s(proto, False))
     k = len(i) * parts
     return TransferPlan(src=np.repeat(ranks[i], parts).astype(np.int32), dst=np.repeat(ranks[j], parts).astype(np.int32),

@@ -16,26 +16,12 @@ Typical loop of a caller (the replay engine, :func:`sim.flows.simulate_flows`)::
         done = net.advance(t)                                    # ids whose last byte left by t
         ...  net.finish_s[done] are the exact times of the last byte  ...
 
-Public state and accessors (arrays indexed by link id or by flow id; do not write to them):
+Public state and accessors: :mod:`sim.network.flow_state` (``capacity``, ``link_bytes``,
+``finish_s``, ``start_s``, counts, rates, loads, bytes left).
 
-``link_bytes`` (float64 [links])
-    cumulative bytes carried per link up to ``now_s``. Per-link statistics (peaks, time bins, time above
-    90 %) are kept by whoever drives the network (:class:`sim.engine.stats.LinkStats`, the one owner),
-    from the increments of ``link_bytes`` between events.
-``capacity`` (float64 [links])
-    current capacity; :meth:`FlowNetwork.set_capacity` changes it at ``now_s`` (0 = link down: flows
-    crossing it stall at rate 0 until it comes back).
 Rate ceilings (``add_flows(..., rate_cap=, cap_key=)``)
     the flows of one key share a private link of that capacity (:mod:`sim.network.ceilings`): max-min
     stays exact with no change to the solver; private links are internal.
-``finish_s``, ``start_s`` (float64 [flows])
-    per flow id, the only per-flow record kept for the whole run (16 bytes a flow); ``finish_s`` is NaN
-    while the flow is in flight, else the time its last byte was sent. With ``keep_flow_times=False``
-    nothing per flow outlives the flow: these two raise, and ``last_finish_s`` (float64, aligned with the
-    ids the last :meth:`FlowNetwork.advance` returned) gives the finish times instead.
-``now_s``, ``num_flows``, ``num_active``, ``peak_active``, ``has_completions``, ``slots_allocated``,
-``stats``, ``active_flows()``, ``link_load_bytes_per_s()``, ``remaining_bytes(ids)``
-    clock, counts, current rates, loads and bytes left: see each one's docstring.
 
 State of the flows in flight (:mod:`sim.network.live`)
     columnar arrays of slots, one per flow in flight or per set of identical flows
@@ -73,6 +59,7 @@ from sim.network.arrays import GrowBuffer, check_capacity_change, check_flows, d
 from sim.network.ceilings import PrivateLinks, checked_caps
 from sim.network.constants import TIME_RTOL
 from sim.network.events import NUMPY_OPS, backend
+from sim.network.flow_state import FlowNetworkState
 from sim.network.live import LiveFlows
 from sim.network.maxmin import max_min_rates
 from sim.network.merge import weighted_slots
@@ -83,7 +70,7 @@ _NO_IDS = np.zeros(0, dtype=np.int64)
 _NO_TIMES = np.zeros(0)
 
 
-class FlowNetwork:
+class FlowNetwork(FlowNetworkState):
     """Flows sharing directed links max-min fairly; advanced event by event (see the module docstring).
 
     Parameters
@@ -142,68 +129,6 @@ class FlowNetwork:
         self._dirty = False
         self._next_s = math.inf
         self._pending: list[tuple[np.ndarray, np.ndarray]] = []   # (ids, finish times) not returned yet
-
-    # ----------------------------------------------------------------- accessors
-    @property
-    def capacity(self) -> np.ndarray:
-        """Current capacity of each (public) link."""
-        return self._cap[: self.num_links]
-
-    @property
-    def link_bytes(self) -> np.ndarray:
-        """Cumulative bytes carried per (public) link up to ``now_s``."""
-        return self._bytes[: self.num_links]
-
-    @property
-    def num_flows(self) -> int:
-        """Flows ever added."""
-        return self._num_flows
-
-    @property
-    def num_active(self) -> int:
-        """Flows in flight."""
-        return self._live.n_flows
-
-    @property
-    def slots_allocated(self) -> int:
-        """Rows of the slot arrays of the flows in flight (they grow with the flows alive at once)."""
-        return self._live.alive.size
-
-    @property
-    def has_completions(self) -> bool:
-        """True when finished flows wait to be returned by :meth:`advance`."""
-        return bool(self._pending)
-
-    @property
-    def finish_s(self) -> np.ndarray:
-        """Time the last byte of each flow was sent (NaN while in flight), indexed by flow id."""
-        return self._kept(self._finish).view
-
-    @property
-    def start_s(self) -> np.ndarray:
-        """Start time of each flow, indexed by flow id."""
-        return self._kept(self._start).view
-
-    @staticmethod
-    def _kept(buffer: GrowBuffer | None) -> GrowBuffer:
-        if buffer is None:
-            raise SimError("FlowNetwork(keep_flow_times=False) keeps no per-flow times: use last_finish_s")
-        return buffer
-
-    def active_flows(self) -> tuple[np.ndarray, np.ndarray]:
-        """Ids of the flows in flight (increasing) and their current max-min rates (bytes/s)."""
-        self._solve_if_dirty()
-        return self._live.rates_by_id()
-
-    def link_load_bytes_per_s(self) -> np.ndarray:
-        """Current load of each link: the sum of the rates of the flows crossing it."""
-        self._solve_if_dirty()
-        return self._live.load[: self.num_links].copy()
-
-    def remaining_bytes(self, flow_ids: np.ndarray) -> np.ndarray:
-        """Bytes the flows ``flow_ids`` (in flight) have left to send at ``now_s``."""
-        self._solve_if_dirty()
-        return self._live.remaining_bytes(flow_ids, self.now_s)
 
     def set_capacity(self, link_ids: np.ndarray, capacity_bytes_per_s: np.ndarray | float) -> None:
         """Change the capacity of links at ``now_s`` (advance first); every flow in flight is re-solved.

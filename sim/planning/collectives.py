@@ -27,145 +27,34 @@ behind it) and every transfer without dependencies also pays the launch (base) l
 
 Zero bytes (or a one-rank communicator) give an empty plan: NCCL returns at once for count 0, so the
 engine should complete an empty plan when it starts.
+
+The edge builders are in :mod:`sim.planning.plan_edges`, direct plans and wire bytes in
+:mod:`sim.planning.plan_wire`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from collections import deque
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from sim.errors import SimError
-from sim.planning import logical, nvls, p2p, pat_nvls, pxn, tuning
+from sim.planning import logical, nvls, pat_nvls, pxn, tuning
 from sim.planning.machine import graph_cost_model, graph_machine, graph_nccl_version
 from sim.planning.options import PlanOptions
-from sim.planning.plan import Edges, TransferPlan, assemble, excl_cumsum
+from sim.planning.plan import TransferPlan, assemble
+from sim.planning.plan_edges import chain_edges, ring_edges, tree_edges
+from sim.planning.plan_wire import direct_plan, p2p_caps, wire_bytes
 
 __all__ = ["PlanOptions", "TransferPlan", "graph_cost_model", "graph_machine", "plan_collective", "split_matrix"]
 
 _OPS = ("AllReduce", "AllGather", "ReduceScatter", "Broadcast", "Reduce", "AllToAll", "Send", "Recv",
         "Gather", "Scatter")
 _ROOTED = ("Broadcast", "Reduce", "Gather", "Scatter")
-_I32 = np.int32
 _I64 = np.int64
-
-
-
-# --- rings ------------------------------------------------------------------------------------------------
-
-def _ring_edges(rings: np.ndarray, nsteps: int, step_bytes: float, step_delay_s: float) -> Edges:
-    """Every step, every rank sends to its ring successor; step s forwards what arrived at step s−1."""
-    k, n = rings.shape
-    s, ch, p = (a.reshape(-1) for a in np.meshgrid(np.arange(nsteps), np.arange(k), np.arange(n),
-                                                   indexing="ij"))
-    has_pred = s >= 1  # edge id is (s * k + ch) * n + p, the meshgrid order
-    pred_idx = (((s - 1) * k + ch) * n + (p - 1) % n)[has_pred]
-    prev = np.where(has_pred, ((s - 1) * k + ch) * n + p, -1)
-    return Edges(src=rings[ch, p], dst=rings[ch, (p + 1) % n], channel=ch, step=s,
-                  bytes=np.full(len(s), float(step_bytes)), delay_s=np.full(len(s), step_delay_s),
-                  pred_ptr=excl_cumsum(has_pred.astype(_I64)), pred_idx=pred_idx.astype(_I64),
-                  prev=prev.astype(_I64), pos=p)
-
-
-def _chain_edges(orders: np.ndarray, hop_bytes: float, hop_delay_s: float) -> Edges:
-    """A pipelined chain along each channel's order: hop h forwards what hop h−1 delivered."""
-    k, n = orders.shape
-    h, ch = (a.reshape(-1) for a in np.meshgrid(np.arange(n - 1), np.arange(k), indexing="ij"))
-    has_pred = h >= 1
-    pred_idx = ((h - 1) * k + ch)[has_pred]
-    return Edges(src=orders[ch, h], dst=orders[ch, h + 1], channel=ch, step=h,
-                  bytes=np.full(len(h), float(hop_bytes)), delay_s=np.full(len(h), hop_delay_s),
-                  pred_ptr=excl_cumsum(has_pred.astype(_I64)), pred_idx=pred_idx.astype(_I64),
-                  prev=np.full(len(h), -1, _I64), pos=h)
-
-
-# --- trees ------------------------------------------------------------------------------------------------
-
-def _tree_edges(ranks: np.ndarray, parents: list[np.ndarray], server: np.ndarray, ch_bytes: float,
-                proto: str, model: tuning.CostModel | None = None) -> Edges:
-    """Reduce up every channel's tree, then broadcast down it, chunk by chunk."""
-    src, dst, chan, step, delay, preds = [], [], [], [], [], []
-    offset = 0
-    for ch, parent in enumerate(parents):
-        n = len(parent)
-        children: list[list[int]] = [[] for _ in range(n)]
-        for v in range(n):
-            if parent[v] >= 0:
-                children[parent[v]].append(v)
-        depth = np.zeros(n, dtype=_I64)
-        order = []  # BFS from the root: parents before children
-        root = int(np.flatnonzero(parent < 0)[0])
-        queue = deque([root])
-        while queue:
-            v = queue.popleft()
-            order.append(v)
-            for w in children[v]:
-                depth[w] = depth[v] + 1
-                queue.append(w)
-        height = np.zeros(n, dtype=_I64)
-        for v in reversed(order):
-            if children[v]:
-                height[v] = 1 + max(height[w] for w in children[v])
-        top = int(height[root])
-        non_root = [v for v in order if v != root]
-        up_id = {v: offset + i for i, v in enumerate(non_root)}
-        down_id = {v: offset + len(non_root) + i for i, v in enumerate(non_root)}
-        for v in non_root:  # up: v -> parent, after every child of v delivered
-            src.append(ranks[v])
-            dst.append(ranks[parent[v]])
-            step.append(height[v])
-            preds.append([up_id[w] for w in children[v]])
-        for v in non_root:  # down: parent -> v, after the parent got it (the root: after the reduction)
-            p = int(parent[v])
-            src.append(ranks[p])
-            dst.append(ranks[v])
-            step.append(top + depth[p])
-            preds.append([up_id[w] for w in children[p]] if p == root else [down_id[p]])
-        for a, b in ((v, parent[v]) for v in non_root):
-            delay.append(tuning.tree_hop_latency_s(proto, bool(server[a] != server[b]), model))
-        delay.extend(delay[-len(non_root):] if non_root else [])
-        chan.extend([ch] * (2 * len(non_root)))
-        offset += 2 * len(non_root)
-    counts = np.array([len(p) for p in preds], dtype=_I64)
-    flat = np.array([x for p in preds for x in p], dtype=_I64)
-    m = len(src)
-    return Edges(src=np.array(src, _I64), dst=np.array(dst, _I64), channel=np.array(chan, _I64),
-                  step=np.array(step, _I64), bytes=np.full(m, float(ch_bytes)), delay_s=np.array(delay),
-                  pred_ptr=excl_cumsum(counts), pred_idx=flat, prev=np.full(m, -1, _I64),
-                  pos=np.arange(m, dtype=_I64))
-
-
-# --- direct -----------------------------------------------------------------------------------------------
-
-def _direct(src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray, parts: int, server: dict[int, int],
-            proto: str, algo: str) -> TransferPlan:
-    """Independent transfers, each split over ``parts`` channels.
-
-    A network transfer runs Simple whatever ``proto`` says: NCCL allocates no LL buffers for p2p network
-    connections (``NCCL_ALLOC_P2P_NET_LL_BUFFERS`` = 0, ``src/init.cc``; the shared p2p buffers of
-    ``src/transport/net.cc`` are Simple's), and ``addP2pToPlan`` takes LL only where the connection has
-    them (``protoLL &= buffs[NCCL_PROTO_LL] != nullptr``, ``src/enqueue.cc``; 2.19 - 2.29). So it pays
-    Simple's latency and wire bytes (:func:`_wire_bytes`); NVLink pairs keep ``proto``.
-    """
-    keep = nbytes > 0
-    src, dst, nbytes = src[keep], dst[keep], nbytes[keep].astype(np.float64)
-    m = len(src) * parts
-    s = np.repeat(src, parts)
-    d = np.repeat(dst, parts)
-    inter = np.array([server.get(int(a), a) != server.get(int(b), b) for a, b in zip(src, dst, strict=True)],
-                     dtype=bool)
-    if len(inter) and inter.all():
-        proto = "Simple"   # every transfer crosses the network (a Send/Recv between servers): label it so
-    lat = np.where(inter, tuning.p2p_latency_s("Simple", True), tuning.p2p_latency_s(proto, False))
-    return TransferPlan(src=s.astype(_I32), dst=d.astype(_I32), bytes=np.repeat(nbytes / parts, parts),
-                        channel=np.tile(np.arange(parts, dtype=_I32), len(src)),
-                        delay_s=np.repeat(lat, parts), dep_ptr=np.zeros(m + 1, _I64),
-                        dep_idx=np.zeros(0, _I64), algo=algo, proto=proto, step=np.zeros(m, _I32),
-                        chunk=np.zeros(m, _I32))
 
 
 # --- inputs -----------------------------------------------------------------------------------------------
@@ -293,22 +182,22 @@ def plan_collective(op: str, nbytes: float, ranks: Sequence[int] | np.ndarray, *
     mates = pxn.server_mates(graph, list(srv), srv) if graph is not None and op in ("Send", "Recv") else srv
 
     def wired(plan: TransferPlan) -> TransferPlan:
-        return _wire_bytes(pxn.relay_plan(plan, mates, graph, opts.pxn), mates, model)
+        return wire_bytes(pxn.relay_plan(plan, mates, graph, opts.pxn), mates, model)
 
     if algo == "direct":
         parts = int(nchannels or 1)
         if op == "AllToAll":
             i, j = np.nonzero(matrix)
-            plan = wired(_direct(arr[i], arr[j], matrix[i, j], parts, srv, proto, algo))
+            plan = wired(direct_plan(arr[i], arr[j], matrix[i, j], parts, srv, proto, algo))
         elif op in ("Send", "Recv"):
-            plan = wired(_direct(arr[:1], arr[1:], np.array([nbytes]), parts, srv, proto, algo))
+            plan = wired(direct_plan(arr[:1], arr[1:], np.array([nbytes]), parts, srv, proto, algo))
         else:
             others = np.delete(arr, root)
             rootv = np.full(n - 1, arr[root])
             s, d = (others, rootv) if op == "Gather" else (rootv, others)
-            plan = wired(_direct(s, d, np.full(n - 1, nbytes), parts, srv, proto, algo))
+            plan = wired(direct_plan(s, d, np.full(n - 1, nbytes), parts, srv, proto, algo))
         comm_n = max(2, int(comm_nranks or 2)) if op in ("Send", "Recv") else n
-        return _p2p_caps(plan, mates, model, comm_n, parts, graph_nccl_version(graph))
+        return p2p_caps(plan, mates, model, comm_n, parts, graph_nccl_version(graph))
 
     if algo in ("nvls", "nvls_tree") and op == "AllReduce":
         return wired(_nvls_plan(arr, groups, nbytes, nnodes, opts, model, proto))
@@ -348,7 +237,7 @@ def plan_collective(op: str, nbytes: float, ranks: Sequence[int] | np.ndarray, *
         nchunks = max(1, min(nchunks, max_transfers // (nch * per_channel)))
     if algo == "tree":
         parents = [logical.rank_tree(arr, server, c, nch) for c in range(nch)]
-        edges = _tree_edges(arr, parents, server, ch_bytes, proto, model)
+        edges = tree_edges(arr, parents, server, ch_bytes, proto, model)
         return wired(assemble(edges, nchunks, False, tuning.tree_base_latency_s(proto), algo, proto,
                               max_pipeline_transfers))
 
@@ -358,12 +247,12 @@ def plan_collective(op: str, nbytes: float, ranks: Sequence[int] | np.ndarray, *
         pos = np.argmax(ring_orders == arr[root], axis=1)
         shift = pos if op == "Broadcast" else pos + 1  # root first (Broadcast) or last (Reduce)
         orders = np.stack([np.roll(r, -int(s)) for r, s in zip(ring_orders, shift, strict=True)])
-        return wired(assemble(_chain_edges(orders, ch_bytes, per_step), nchunks, False, base, algo, proto,
+        return wired(assemble(chain_edges(orders, ch_bytes, per_step), nchunks, False, base, algo, proto,
                               max_pipeline_transfers))
     # AllReduce: 2(n-1) steps of one n-th of the channel's data; AllGather / ReduceScatter: n-1 steps of
     # one rank's share
     nsteps = per_channel // n
-    return wired(assemble(_ring_edges(ring_orders, nsteps, grain, per_step), nchunks, True, base, algo, proto))
+    return wired(assemble(ring_edges(ring_orders, nsteps, grain, per_step), nchunks, True, base, algo, proto))
 
 
 def _nvls_plan(arr: np.ndarray, groups: list[np.ndarray], nbytes: float, nnodes: int, opts: PlanOptions,
@@ -388,47 +277,3 @@ def _nvls_plan(arr: np.ndarray, groups: list[np.ndarray], nbytes: float, nnodes:
     if opts.max_chunks is not None:
         nchunks = min(nchunks, opts.max_chunks)
     return assemble(edges, max(1, nchunks), False, base, algo, proto, opts.max_pipeline_transfers)
-
-
-def _p2p_caps(plan: TransferPlan, server: dict[int, int], model: tuning.CostModel, comm_n: int, parts: int,
-              version: tuple[int, int, int]) -> TransferPlan:
-    """``plan`` with the rate ceiling of NCCL's p2p channels on its network transfers (:mod:`sim.planning.p2p`).
-
-    A network send of a message runs on :func:`~sim.planning.p2p.message_channels` channels of
-    ``NCCL_P2P_PER_CHANNEL_NET_BW`` each; a plan that splits a pair into ``parts`` transfers gives each a
-    ``1 / parts`` share. A relayed send's network leg is the sender's connection and carries its cap;
-    NVLink transfers have none (NCCL states no per-channel NVLink rate). The cap is on wire bytes, as
-    NCCL compares the per-channel figure with its NICs' line rates.
-    """
-    if len(plan) == 0:
-        return plan
-    src, dst = plan.src.astype(_I64), plan.dst.astype(_I64)
-    inter = np.fromiter((server.get(int(a), a) != server.get(int(b), b) for a, b in zip(src, dst, strict=True)),
-                        dtype=bool, count=len(plan))
-    if not inter.any():
-        return plan
-    # GPUs per server: of the communicator (AllToAll), of the pair's servers (Send/Recv: every GPU there)
-    ppn = int(np.bincount(np.unique(np.fromiter(server.values(), dtype=_I64), return_inverse=True)[1]).max())
-    nnodes = max(2, len(set(server.values())))
-    per_peer, p2pn = p2p.p2p_net_channels(model, comm_n, nnodes, float(ppn), version)
-    payload = plan.bytes[inter] / (_net_wire_factor(plan, model) if model.protocol_overhead else 1.0) * parts
-    uniq, inv = np.unique(payload, return_inverse=True)
-    ch = np.array([p2p.message_channels(float(b), per_peer, comm_n, p2pn) for b in uniq], dtype=np.float64)
-    cap = np.full(len(plan), np.inf)
-    cap[inter] = ch[inv] * p2p.P2P_PER_CHANNEL_NET_BW_GBS * 1e9 / parts
-    return dataclasses.replace(plan, rate_cap_bytes_per_s=cap)
-
-
-def _wire_bytes(plan: TransferPlan, server: dict[int, int], model: tuning.CostModel) -> TransferPlan:
-    """The plan with each transfer's bytes as sent on the wire (protocol lines, link efficiency)."""
-    if not model.protocol_overhead or len(plan) == 0:
-        return plan
-    inter = np.fromiter((server[int(a)] != server[int(b)] for a, b in zip(plan.src, plan.dst, strict=True)),
-                        dtype=bool, count=len(plan))
-    factor = np.where(inter, _net_wire_factor(plan, model), tuning.wire_factor(plan.proto, False, model, plan.algo))
-    return dataclasses.replace(plan, bytes=plan.bytes * factor)
-
-
-def _net_wire_factor(plan: TransferPlan, model: tuning.CostModel) -> float:
-    """Wire bytes per payload byte of a plan's network transfers (direct plans: Simple, see :func:`_direct`)."""
-    return tuning.wire_factor("Simple" if plan.algo == "direct" else plan.proto, True, model, plan.algo)

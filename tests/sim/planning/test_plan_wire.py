@@ -1,0 +1,50 @@
+"""Direct plans (sim.planning.plan_wire, through plan_collective): AllToAll, Gather, Scatter, Send/Recv.
+
+Bytes per pair against the split matrix, no dependencies, latency by link type.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from sim.planning.collectives import plan_collective
+from tests.sim.planning.plan_checks import check_dag
+
+# --- direct ----------------------------------------------------------------------------------------------
+
+@given(st.integers(2, 9), st.integers(1, 3), st.data())
+def test_uneven_alltoall(n, parts, data):
+    split = np.array(data.draw(st.lists(st.lists(st.integers(0, 10**6), min_size=n, max_size=n),
+                                        min_size=n, max_size=n)))
+    ranks = np.arange(n) * 5
+    plan = plan_collective("AllToAll", 0, ranks, split_bytes=split, nchannels=parts)
+    off = split.astype(float).copy()
+    np.fill_diagonal(off, 0)
+    if off.sum() == 0:
+        assert len(plan) == 0
+        return
+    check_dag(plan)
+    assert plan.algo == "direct" and len(plan.dep_idx) == 0
+    assert plan.total_bytes == pytest.approx(off.sum())
+    got = np.zeros((n, n))
+    for s, d, b in zip(plan.src.tolist(), plan.dst.tolist(), plan.bytes.tolist(), strict=True):
+        got[s // 5, d // 5] += b
+    np.testing.assert_allclose(got, off)
+    assert len(plan) == parts * int((off > 0).sum())
+
+
+def test_even_alltoall_gather_scatter_sendrecv():
+    plan = plan_collective("AllToAll", 1000, range(4), server_of=[0, 0, 1, 1])
+    assert len(plan) == 12 and plan.total_bytes == 12000
+    # latency by link type: NVLink pairs pay the NVLink step, network pairs the NET step
+    inter = (plan.src // 2) != (plan.dst // 2)
+    assert plan.delay_s[inter].min() > plan.delay_s[~inter].max()
+    g = plan_collective("Gather", 10, [4, 5, 6], root=1)
+    assert sorted(zip(g.src.tolist(), g.dst.tolist(), strict=True)) == [(4, 5), (6, 5)]
+    s = plan_collective("Scatter", 10, [4, 5, 6], root=2)
+    assert sorted(zip(s.src.tolist(), s.dst.tolist(), strict=True)) == [(6, 4), (6, 5)]
+    p = plan_collective("Send", 1 << 20, [7, 3], nchannels=2)
+    assert p.src.tolist() == [7, 7] and p.dst.tolist() == [3, 3] and p.total_bytes == 1 << 20
