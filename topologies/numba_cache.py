@@ -46,7 +46,10 @@ def kernels_cached(module_file: str) -> bool:
     Returns
     -------
     bool
-        Whether an index file of that module is in numba's cache folder.
+        Whether an index file of that module, written after the module's last change, is in numba's
+        cache folder. numba discards an index whose recorded source stamp (mtime, size) is not the
+        source's, and then compiles; an index older than the source is such a one (left by an earlier
+        version of the file, e.g. before an upgrade), so it does not count.
 
     Examples
     --------
@@ -55,16 +58,23 @@ def kernels_cached(module_file: str) -> bool:
     """
     source = Path(module_file)
     pattern = f"{source.stem}.*.py{sys.version_info.major}{sys.version_info.minor}.nbi"
+    try:
+        source_mtime = source.stat().st_mtime
+    except OSError:
+        return False
+
+    def current(paths) -> bool:
+        return any(p.stat().st_mtime >= source_mtime for p in paths)
+
     user_dir = os.environ.get("NUMBA_CACHE_DIR")
     if user_dir:
-        return any(Path(user_dir).glob(f"**/{pattern}"))
-    in_tree = source.parent / "__pycache__"
-    if any(in_tree.glob(pattern)):
+        return current(Path(user_dir).glob(f"**/{pattern}"))
+    if current((source.parent / "__pycache__").glob(pattern)):
         return True
     if source.parent.is_dir() and not os.access(source.parent, os.W_OK):
         # a read-only install: numba's user-wide folder (its default location, without importing numba)
         base = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "numba"
-        return any(base.glob(f"**/{pattern}"))
+        return current(base.glob(f"**/{pattern}"))
     return False
 
 
