@@ -193,9 +193,10 @@ def parse_tables(text: str, where: str = "input") -> tuple[list[dict], IngestRep
             head = dict(stem=stem, line=lineno, ranks=dict(ranks), hint=hint)
             continue
         end = footer(line)
-        if end is not None:
-            if lay is not None:
+        if end is not None:  # the table is over; its block stays for the next footer line
+            if block:
                 _check_footer(end[0], end[1], block, at, report)
+                block = [] if end[0] == "avg_busbw" else block
             lay = current = None
             continue
         if failure_text(line):

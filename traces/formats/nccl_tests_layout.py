@@ -39,10 +39,12 @@ NCCLTESTS_DTYPES: dict[str, str] = {
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 # One launcher prefix at the start of a line; clean_line strips them until none is left (they stack, e.g.
 # a kubectl timestamp before an mpirun tag). Open MPI / PRRTE tag, timestamp, detailed and full-name
-# forms all end in "<stdout>:" (or stderr/stddiag); kubectl/docker logs -t: RFC 3339; srun -l: "0: ";
-# MPICH/Intel MPI -l: "[0] "; pdsh/clush: "host: ".
+# forms are bracket groups ending in "<stdout>:" (or stderr/stddiag), maybe after a ctime date (never text
+# of a row: a row with tagged stderr glued to it must stay whole, to be counted); kubectl/docker logs -t:
+# RFC 3339; srun -l: "0: "; MPICH/Intel MPI -l: "[0] "; pdsh/clush: "host: ".
 _PREFIXES = (
-    re.compile(r"^[^<\n]{0,200}?<(?:stdout|stderr|stddiag)>:\s?"),
+    re.compile(r"^\s*(?:[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4})?(?:\[[^\]\n]*\])+"
+               r"<(?:stdout|stderr|stddiag)>:\s?"),
     re.compile(r"^\s*\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\s"),
     re.compile(r"^\s*\d+:\s"),
     re.compile(r"^\s*\[\d+\]\s"),
