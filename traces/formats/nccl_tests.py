@@ -113,6 +113,18 @@ def _factor_ranks(op: str, algbw: float, busbw: float) -> int | None:
     return None
 
 
+def _half_unit(v: float) -> float:
+    """Half the last printed digit of a busbw (getFloatStr, width 6: 2 decimals below 1000, then 1, then 0,
+    then one digit of an exponent form such as ``1e+06``; older versions' %6.2f is only finer)."""
+    if v < 999.995:
+        return 0.005
+    if v < 9999.95:
+        return 0.05
+    if v < 999999.5:
+        return 0.5
+    return 0.5 * 10 ** math.floor(math.log10(v))
+
+
 def _check_footer(kind: str, value: float, block: list[dict], where: str, report: IngestReport) -> None:
     """Note a footer the rows above it do not agree with (``Avg bus bandwidth`` is the mean of every busbw
     printed under the header, out-of-place and in-place; a difference means rows missing or altered)."""
@@ -123,8 +135,7 @@ def _check_footer(kind: str, value: float, block: list[dict], where: str, report
     vals = [v for t in block for r in t["rows"] for v in (r["busbw"], r["busbw_inplace"]) if math.isfinite(v)]
     if not vals or not math.isfinite(value):
         return
-    # printed busbw: 2 decimals below 1000 GB/s, then 1, then 0 (getFloatStr, width 6); the footer is %g
-    tol = max(0.005 if v < 1000 else 0.05 if v < 10000 else 0.5 for v in vals) + 1e-5 * abs(value)
+    tol = max(_half_unit(v) for v in vals) + 1e-5 * abs(value)  # the footer is %g: 6 digits
     mean = sum(vals) / len(vals)
     if abs(mean - value) > tol:
         report.notes.append(f"{where}: the rows above average {mean:.6g} GB/s busbw but the footer says {value:g} "

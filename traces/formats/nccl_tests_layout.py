@@ -56,7 +56,10 @@ _OP_NAME = re.compile(r"\b(all_reduce|all_gather|reduce_scatter|alltoallv|alltoa
 _RANK = re.compile(r"^#\s*Rank\s+(\d+)\s+(?:Group\s+(\d+)\s+)?(?:Pid\s+\d+\s+)?on\s+(\S+)\s+device\s+(\d+)\s+"
                    r"\[[^\]]*\]\s*(.*)$")
 _HEADER = re.compile(r"^#\s*(?:size\s+count|bytes\s+N)\s+type\b")
-_FAILURE = re.compile(r"Test (?:NCCL |CUDA )?failure\b|Test timeout\b|\bNCCL failure\b|^# error: ")
+# v1: "NCCL failure f.cu:12 '...'" / "Cuda failure ..."; v2.0 on: "host: Test NCCL failure f.cu:12 ...",
+# " .. host pid 7: Test failure f.cu:12", "host: Test timeout (5s) f.cu:12"; v2.17.4 on: "# error: ..."
+_FAILURE = re.compile(r"^(?:Cuda|NCCL) failure \S+:\d+|Test (?:NCCL |CUDA )?failure \S+:\d+|Test timeout \(\d+s\)|"
+                      r"^# error: ")
 _FOOTER = re.compile(r"^\s*#?\s*(Out of bounds values|Avg bus bandwidth)\s*:\s*(\S+)")
 _TIME_COLS = ("time", "cputime")
 
