@@ -185,45 +185,45 @@ def parse_tables(text: str, where: str = "input") -> tuple[list[dict], IngestRep
         report.lines_read += 1
         line = clean_line(raw_line)
         at = f"{where}:{lineno}"
-        rank = parse_rank(line) if line.startswith("#") else None
-        if rank:
-            if used:  # a new run's rank list: the previous run's tables are over
-                lay, current, ranks, used = None, None, {}, False
-            # keyed by (host, device): with several processes each prints its own rank numbers
-            ranks[(rank[2], rank[3])] = rank
-            continue
-        try:
-            layout = parse_header(line)
-        except ValueError as exc:
-            raise TraceError(f"{at}: {exc}") from None
-        if layout is not None:
-            if stem is None:
-                raise TraceError(f"{at}: nccl-tests table without its operation (no *_perf name or "
-                                 "'Collective test starting' line before it)")
-            lay, current, block, used = layout, None, [], True
-            head = dict(stem=stem, line=lineno, ranks=dict(ranks), hint=hint)
-            continue
-        end = footer(line)
-        if end is not None:  # the table is over; its block stays for the next footer line
-            if block:
-                _check_footer(end[0], end[1], block, at, report)
-                block = [] if end[0] == "avg_busbw" else block
-            lay = current = None
-            continue
-        if failure_text(line):
-            report.skip("nccl-tests failure line (the run stopped there)", at)
-            lay = current = None
-            continue
-        name = op_stem(line)
-        if name:
-            if lay is not None and name != head["stem"]:
-                lay = current = None
-            stem = name
-        m = _NRANKS.search(line)
-        if m:
-            hint = int(m.group(1))
         toks = line.split()
-        if line.startswith("#") or not row_like(toks):
+        if not row_like(toks):  # rows are most lines: they skip the other kinds' tests
+            rank = parse_rank(line) if line.startswith("#") else None
+            if rank:
+                if used:  # a new run's rank list: the previous run's tables are over
+                    lay, current, ranks, used = None, None, {}, False
+                # keyed by (host, device): with several processes each prints its own rank numbers
+                ranks[(rank[2], rank[3])] = rank
+                continue
+            try:
+                layout = parse_header(line)
+            except ValueError as exc:
+                raise TraceError(f"{at}: {exc}") from None
+            if layout is not None:
+                if stem is None:
+                    raise TraceError(f"{at}: nccl-tests table without its operation (no *_perf name or "
+                                     "'Collective test starting' line before it)")
+                lay, current, block, used = layout, None, [], True
+                head = dict(stem=stem, line=lineno, ranks=dict(ranks), hint=hint)
+                continue
+            end = footer(line)
+            if end is not None:  # the table is over; its block stays for the next footer line
+                if block:
+                    _check_footer(end[0], end[1], block, at, report)
+                    block = [] if end[0] == "avg_busbw" else block
+                lay = current = None
+                continue
+            if failure_text(line):
+                report.skip("nccl-tests failure line (the run stopped there)", at)
+                lay = current = None
+                continue
+            name = op_stem(line)
+            if name:
+                if lay is not None and name != head["stem"]:
+                    lay = current = None
+                stem = name
+            m = _NRANKS.search(line)
+            if m:
+                hint = int(m.group(1))
             continue  # comments, NCCL INFO/WARN lines, launcher chatter between rows
         if lay is None:
             report.skip("row outside a table (no column header before it)", at)
