@@ -43,6 +43,7 @@ from traces.formats.nccl_tests_layout import (
     parse_header,
     parse_rank,
     parse_row,
+    row_inside,
     row_like,
 )
 from traces.ingest_report import IngestReport
@@ -224,6 +225,8 @@ def parse_tables(text: str, where: str = "input") -> tuple[list[dict], IngestRep
             m = _NRANKS.search(line)
             if m:
                 hint = int(m.group(1))
+            if not line.startswith("#") and row_inside(line):
+                report.skip("row behind a line prefix the reader does not know", at)
             continue  # comments, NCCL INFO/WARN lines, launcher chatter between rows
         if lay is None:
             report.skip("row outside a table (no column header before it)", at)

@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass
 
 __all__ = ["NCCLTESTS_DTYPES", "NCCLTESTS_OPS", "NCCLTESTS_UNSUPPORTED", "Layout", "clean_line", "failure_text",
-           "footer", "new_sweep", "op_stem", "parse_header", "parse_rank", "parse_row", "row_like"]
+           "footer", "new_sweep", "op_stem", "parse_header", "parse_rank", "parse_row", "row_inside", "row_like"]
 
 #: nccl-tests binary stem -> SPEC §3 op (``sendrecv`` is a ring of Send/Recv pairs).
 NCCLTESTS_OPS: dict[str, str] = {
@@ -41,14 +41,14 @@ _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 # a kubectl timestamp before an mpirun tag). Open MPI / PRRTE tag, timestamp, detailed and full-name
 # forms are bracket groups ending in "<stdout>:" (or stderr/stddiag), maybe after a ctime date (never text
 # of a row: a row with tagged stderr glued to it must stay whole, to be counted); kubectl/docker logs -t:
-# RFC 3339; srun -l: "0: "; MPICH/Intel MPI -l: "[0] "; pdsh/clush: "host: ".
+# RFC 3339; srun -l: "0: "; MPICH/Intel MPI -l: "[0] "; pdsh/clush: "host: " or "10.0.0.7: ".
 _PREFIXES = (
     re.compile(r"^\s*(?:[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4})?(?:\[[^\]\n]*\])+"
                r"<(?:stdout|stderr|stddiag)>:\s?"),
     re.compile(r"^\s*\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\s"),
     re.compile(r"^\s*\d+:\s"),
     re.compile(r"^\s*\[\d+\]\s"),
-    re.compile(r"^\s*[A-Za-z][\w.-]*:\s"),
+    re.compile(r"^\s*[A-Za-z0-9][\w.-]*:\s"),  # a host name or IP address (a row never has a colon)
 )
 _OP_NAME = re.compile(r"\b(all_reduce|all_gather|reduce_scatter|alltoallv|alltoall|broadcast|reduce|sendrecv|"
                       r"gather|scatter|hypercube)_perf")
@@ -168,6 +168,23 @@ def parse_header(line: str) -> Layout | None:
     return Layout(ncols=len(cols) + extra, time=times, algbw=tuple(where["algbw"]), busbw=tuple(where["busbw"]),
                   type_at=where["type"][0], redop_at=redop, root_at=(where["root"] or [-1])[0],
                   time_scale_us=1000.0 if cols[0] == "bytes" else 1.0)
+
+
+_ROW_INSIDE = re.compile(r"(?:^|\s)\d+\s+\d+\s+(?:" + "|".join(NCCLTESTS_DTYPES) + r")\s+\S+\s+-?\d+\s+[\d.]")
+
+
+def row_inside(line: str) -> bool:
+    """True when a line that is not a row holds one behind text the reader does not know (an unknown
+    launcher prefix): such a line is counted, not dropped.
+
+    Examples
+    --------
+    >>> row_inside("<job 7> 1048576  262144  float  sum  -1  50.1  20.93  36.63  0")
+    True
+    >>> row_inside("node1:12:12 [0] NCCL INFO Channel 00/32 : 0 1 2 3 4 5 6 7")
+    False
+    """
+    return bool(_ROW_INSIDE.search(line))
 
 
 def row_like(toks: list[str]) -> bool:

@@ -230,6 +230,7 @@ WRAPPERS: dict[str, object] = {
     "srun_l_padded": lambda s: " 0: " + s,                                # srun -l with 10+ tasks
     "mpich_l": lambda s: "[0] " + s,                                      # mpiexec -l (MPICH, Intel MPI)
     "pdsh": lambda s: "gpu-node-07: " + s,                                # pdsh / clush
+    "pdsh_ip": lambda s: "10.0.3.17: " + s,                               # pdsh -w on IP addresses
     "kubectl": lambda s: "2026-12-02T01:45:07.123456789Z " + s,           # kubectl logs --timestamps
     "docker_offset": lambda s: "2026-12-02T01:45:07.123456+01:00 " + s,   # docker logs -t (RFC 3339)
     "stacked": lambda s: "2026-12-02T01:45:07Z [1,0]<stdout>:" + s,       # kubectl around mpirun --tag-output

@@ -182,6 +182,9 @@ def test_failure_lines_torn_rows_and_stray_rows_are_counted(tmp_path):
     assert report.skipped == {"row with more columns than its header (text glued to it)": 1}
     with pytest.raises(TraceError, match=r"run.log:8: row outside a table .*\(2 line\(s\); --strict\)"):
         ingest([path], format="nccl-tests", strict=True)
+    # a prefix no wrapper rule knows: the row is counted, not dropped
+    tables, report = parse_tables(_text(rows[0], "<job 7> " + rows[3]), "run.log")
+    assert report.skipped == {"row behind a line prefix the reader does not know": 1}
     # a run killed mid-row: the preamble printed, the measurement not
     tables, report = parse_tables(_text(rows[0], "  2048  512  float  sum  -1"))
     assert report.skipped == {"row cut short (fewer columns than its header)": 1} and len(tables[0]["rows"]) == 1
