@@ -196,13 +196,15 @@ def parse_tables(text: str, where: str = "input") -> tuple[list[dict], IngestRep
                 ranks[(rank[2], rank[3])] = rank
                 continue
             try:
-                layout = parse_header(line)
+                layout, bad = parse_header(line), ""
             except ValueError as exc:
-                raise TraceError(f"{at}: {exc}") from None
-            if layout is not None:
+                layout, bad = None, str(exc)
+            if layout is not None or bad:
                 if stem is None:
                     raise TraceError(f"{at}: nccl-tests table without its operation (no *_perf name or "
                                      "'Collective test starting' line before it)")
+                if bad:
+                    raise TraceError(f"{at}: {bad}")
                 lay, current, block, used = layout, None, [], True
                 head = dict(stem=stem, line=lineno, ranks=dict(ranks), hint=hint)
                 continue
