@@ -88,7 +88,7 @@ def test_data_check_off_prints_na_and_gather_scatter_are_ops():
         assert got["op"] == op and got["rows"][1]["root"] == 5
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 @example(data=None)  # the fixed example below: v1 in ms under an mpirun tag
 def test_property_any_table_any_layout_any_wrapper(data):
