@@ -38,10 +38,14 @@ def command(path: Path, topo: str, set_options: tuple[str, ...], routing: str, s
     from sim.bench.report import plot_validate, write_table
     from sim.bench.sizes import gpus_per_thread
     from sim.bench.validate import error_summary, validate_trace
+    from traces.ingest_report import IngestReport
     from traces.readers import ingest
 
     params = parse_set_options(set_options)
     trace = ingest([path], format="nccl-tests")
+    read = trace.attrs["collsim"].get("ingest", {})
+    if read.get("skipped"):  # rows the reader could not use: say so before the figures
+        click.echo("# " + IngestReport.from_dict(read).summary())
 
     def build(entry):
         kw = dict(params)

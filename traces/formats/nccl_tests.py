@@ -1,12 +1,19 @@
-"""nccl-tests ``*_perf`` stdout as a trace (``--format nccl-tests``).
+"""nccl-tests ``*_perf`` output as a trace (``--format nccl-tests``): the stdout text, or the JSON file of ``-J``.
 
-Reads the text people save from ``all_reduce_perf`` and friends: with mpirun ``--tag-output`` prefixes
-(``[1,0]<stdout>:``) or srun ``-l`` labels (``0: ``), with out-of-place and in-place columns (the older
-layout without ``root`` too), and several tables in one file (each after its column header; the operation
-comes from the last ``*_perf`` name or ``Collective test starting`` line before it). The ranks come from
-the ``#  Rank N ... on HOST device D`` lines (which also give GPUs per server and the GPU name), else an
-``nranks N`` token (NCCL INFO lines), else the rows' busbw/algbw ratio (nccl-tests' factor, e.g.
-2(n-1)/n for AllReduce).
+Reads what people save from ``all_reduce_perf`` and friends, in every layout nccl-tests has printed (v1's
+``bytes N`` tables in ms to v2.19's per-iteration columns; ``docs/formats.md`` section ``nccl-tests`` has the
+table of layouts and wrappers, :mod:`traces.formats.nccl_tests_layout` reads the lines) under any launcher's
+line prefixes (mpirun tags and timestamps, srun ``-l``, pdsh/clush, kubectl/docker timestamps, ANSI colours,
+CRLF). Several tables per file: each after its column header; the operation comes from the last ``*_perf``
+name before it; one header's rows split into tables where the datatype, reduction, root or the size sweep
+starts again (``-d all``, ``-o all``, ``-r -1``, ``-N``). The ranks come from the ``#  Rank N ... on HOST
+device D`` lines (which also give GPUs per server and the GPU name; with ``NCCL_TESTS_SPLIT`` only rank 0's
+group), else an ``nranks N`` token (NCCL INFO lines), else the rows' busbw/algbw ratio.
+
+Nothing is dropped silently: a row that cannot be read (cut short, glued to other text, outside a table, of
+a test no trace op holds) and a failure line are counted in the ingest report with their first place
+(``--strict`` refuses them); a footer whose average busbw the rows do not give back, or a failed data
+check, becomes a note.
 
 Every table row becomes one op on all its ranks whose ``duration_s`` is the measured out-of-place time;
 each table has its own communicator ``t{k}``. ``attrs["collsim"]["nccl_tests"]`` keeps each table as
@@ -14,7 +21,7 @@ printed (op, ranks, servers, sizes, times, busbw out-of-place and in-place) for 
 
 References
 ----------
-NVIDIA/nccl-tests ``src/common.cu`` (the table layout), ``doc/PERFORMANCE.md`` (busbw factors).
+NVIDIA/nccl-tests ``src/common.cu``, ``src/util.cu`` (the table layout), ``doc/PERFORMANCE.md`` (busbw factors).
 """
 
 from __future__ import annotations
@@ -23,6 +30,22 @@ import math
 import re
 from pathlib import Path
 
+from traces.formats.nccl_tests_json import looks_like_nccl_tests_json, parse_json_tables
+from traces.formats.nccl_tests_layout import (
+    NCCLTESTS_DTYPES,
+    NCCLTESTS_OPS,
+    NCCLTESTS_UNSUPPORTED,
+    clean_line,
+    failure_text,
+    footer,
+    new_sweep,
+    op_stem,
+    parse_header,
+    parse_rank,
+    parse_row,
+    row_inside,
+    row_like,
+)
 from traces.ingest_report import IngestReport
 from traces.lazy import lazy_module
 from traces.schema import DTYPE_BYTES, TraceError, new_metadata, normalize
@@ -30,33 +53,19 @@ from traces.schema import DTYPE_BYTES, TraceError, new_metadata, normalize
 pd = lazy_module("pandas")  # first use imports it: `simrun ingest` of NCCL logs never does
 
 __all__ = ["NCCLTESTS_DTYPES", "NCCLTESTS_OPS", "looks_like_nccl_tests", "op_counts", "parse_tables",
-           "read_nccl_tests"]
+           "read_nccl_tests", "tables_to_trace"]
 
-#: nccl-tests binary stem -> SPEC §3 op (``sendrecv`` is a ring of Send/Recv pairs).
-NCCLTESTS_OPS: dict[str, str] = {
-    "all_reduce": "AllReduce", "all_gather": "AllGather", "reduce_scatter": "ReduceScatter",
-    "alltoall": "AllToAll", "broadcast": "Broadcast", "reduce": "Reduce", "sendrecv": "Send",
-}
-#: nccl-tests ``type`` names -> SPEC §3 dtype.
-NCCLTESTS_DTYPES: dict[str, str] = {
-    "int8": "int8", "char": "int8", "uint8": "uint8", "int32": "int32", "int": "int32", "uint32": "uint32",
-    "int64": "int64", "uint64": "uint64", "half": "fp16", "float16": "fp16", "float": "fp32",
-    "float32": "fp32", "double": "fp64", "float64": "fp64", "bfloat16": "bf16", "f8e4m3": "fp8_e4m3",
-    "f8e5m2": "fp8_e5m2",
-}
-_PREFIX = re.compile(r"^\s*(?:\[\d+,\d+\]<std(?:out|err)>:\s?|\d+:\s)")
-_OP_NAME = re.compile(r"\b(all_reduce|all_gather|reduce_scatter|alltoall|broadcast|reduce|sendrecv)_perf")
-_RANK = re.compile(r"#\s*Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(\S+)\s+device\s+(\d+)\s+\[[^\]]*\]\s*(.*)$")
 _NRANKS = re.compile(r"\bnranks\s+(\d+)")
-_HEADER = re.compile(r"^#\s+size\s+count\s+type\b")
+_PER_RANK = ("AllGather", "ReduceScatter", "AllToAll", "Gather", "Scatter")
+_ROOTED = ("Broadcast", "Reduce", "Gather", "Scatter")
 
 
 def op_counts(op: str, size_bytes: int, elem_bytes: int, nranks: int) -> tuple[int, int]:
     """(printed count, trace count) of one nccl-tests row of ``size_bytes``.
 
-    nccl-tests prints the whole array's count for AllGather, ReduceScatter and AllToAll, a multiple of the
-    ranks; the trace (SPEC §3) counts per rank (AllGather send, ReduceScatter receive) or per peer
-    (AllToAll). Other ops: the buffer.
+    nccl-tests prints the whole array's size for AllGather, ReduceScatter, AllToAll, Gather and Scatter, a
+    multiple of the ranks; the trace (SPEC §3) counts per rank (AllGather and Gather send, ReduceScatter and
+    Scatter receive) or per peer (AllToAll). Other ops: the buffer.
 
     Examples
     --------
@@ -68,32 +77,29 @@ def op_counts(op: str, size_bytes: int, elem_bytes: int, nranks: int) -> tuple[i
     if elem_bytes <= 0 or nranks <= 0:
         raise TraceError("element size and ranks must be positive")
     count = int(size_bytes) // int(elem_bytes)
-    if op in ("AllGather", "ReduceScatter", "AllToAll"):
+    if op in _PER_RANK:
         per = count // nranks
         return per * nranks, per
     return count, count
 
 
 def looks_like_nccl_tests(head: str) -> bool:
-    """True when the text holds an nccl-tests column header (``#  size  count  type ...``).
+    """True when the text holds an nccl-tests column header (``#  size  count  type ...``) or is ``-J`` JSON.
 
     Examples
     --------
     >>> looks_like_nccl_tests("#       size         count      type   redop    root     time   algbw")
     True
     """
-    return any(_HEADER.match(_strip(line)) for line in head.splitlines()[:5000])
-
-
-def _strip(line: str) -> str:
-    return _PREFIX.sub("", line, count=1).rstrip()
-
-
-def _float(tok: str) -> float:
-    try:
-        return float(tok)
-    except ValueError:
-        return math.nan
+    if looks_like_nccl_tests_json(head):
+        return True
+    for line in head.splitlines()[:5000]:
+        try:
+            if parse_header(clean_line(line)):
+                return True
+        except ValueError:
+            return True  # a header reading would refuse: the reader says why
+    return False
 
 
 def _factor_ranks(op: str, algbw: float, busbw: float) -> int | None:
@@ -103,116 +109,165 @@ def _factor_ranks(op: str, algbw: float, busbw: float) -> int | None:
     f = busbw / algbw
     if op == "AllReduce" and f < 1.999:
         return max(2, round(2 / (2 - f)))
-    if op in ("AllGather", "ReduceScatter", "AllToAll") and f < 0.999:
+    if op in _PER_RANK and f < 0.999:
         return max(2, round(1 / (1 - f)))
     return None
 
 
+def _half_unit(v: float) -> float:
+    """Half the last printed digit of a busbw (getFloatStr, width 6: 2 decimals below 1000, then 1, then 0,
+    then one digit of an exponent form such as ``1e+06``; older versions' %6.2f is only finer)."""
+    if v < 999.995:
+        return 0.005
+    if v < 9999.95:
+        return 0.05
+    if v < 999999.5:
+        return 0.5
+    return 0.5 * 10 ** math.floor(math.log10(v))
+
+
+def _check_footer(kind: str, value: float, block: list[dict], where: str, report: IngestReport) -> None:
+    """Note a footer the rows above it do not agree with (``Avg bus bandwidth`` is the mean of every busbw
+    printed under the header, out-of-place and in-place; a difference means rows missing or altered)."""
+    if kind == "oob":
+        if value > 0:
+            report.notes.append(f"{where}: nccl-tests found {value:g} wrong values (data check FAILED)")
+        return
+    vals = [v for t in block for r in t["rows"] for v in (r["busbw"], r["busbw_inplace"]) if math.isfinite(v)]
+    if not vals or not math.isfinite(value):
+        return
+    tol = max(_half_unit(v) for v in vals) + 1e-5 * abs(value)  # the footer is %g: 6 digits
+    mean = sum(vals) / len(vals)
+    if abs(mean - value) > tol:
+        report.notes.append(f"{where}: the rows above average {mean:.6g} GB/s busbw but the footer says {value:g} "
+                            "(rows missing or altered?)")
+
+
 def parse_tables(text: str, where: str = "input") -> tuple[list[dict], IngestReport]:
-    """Every nccl-tests table in ``text``.
+    """Every nccl-tests table in ``text`` (stdout text or ``-J`` JSON).
 
     Returns
     -------
     list of dict
-        Per table: ``op``, ``dtype``, ``nranks``, ``gpus_per_node``, ``nodes``, ``gpu``, ``line`` (of its
-        header), ``rows`` (dicts of ``size``, ``count``, ``time_us``, ``algbw``, ``busbw``,
-        ``time_inplace_us``, ``busbw_inplace``, ``root``).
+        Per table: ``op``, ``stem``, ``dtype``, ``nranks``, ``gpus_per_node``, ``nodes``, ``gpu``, ``line`` (of
+        its header, or of its first row when one header holds several tables), ``rows`` (dicts of ``size``,
+        ``count``, ``time_us``, ``algbw``, ``busbw``, ``time_inplace_us``, ``busbw_inplace``, ``root``, ``redop``,
+        ``line``).
     IngestReport
 
     Raises
     ------
     TraceError
-        A table whose operation or ranks cannot be told, naming the file and line.
+        A table whose operation or ranks cannot be told, or an unreadable column header, naming the file
+        and line.
+
+    Examples
+    --------
+    >>> txt = ["# all_reduce_perf", "#  size count type redop root time algbw busbw #wrong",
+    ...        "  8  2  float  sum  -1  9.5  0.50  0.75  0", "  16  4  float  sum  -1  9.6  1.0"]
+    >>> tables, report = parse_tables("\\n".join(txt), "f.txt")
+    >>> [r["size"] for r in tables[0]["rows"]], report.examples
+    ([8], {'row cut short (fewer columns than its header)': 'f.txt:4'})
     """
+    if looks_like_nccl_tests_json(text[:65536]):
+        raw, report = parse_json_tables(text, where)
+        return [_finish_table(t, where, report) for t in raw], report
     report = IngestReport()
     tables: list[dict] = []
-    op_name: str | None = None
-    ranks: dict[tuple[str, int], tuple[str, int, str]] = {}
+    stem: str | None = None
+    ranks: dict[tuple[str, int], tuple] = {}
     used = False
-    nranks_hint: int | None = None
-    current: dict | None = None
-    for lineno, raw in enumerate(text.splitlines(), 1):
+    hint: int | None = None
+    lay = current = None
+    block: list[dict] = []
+    head = dict(stem="", line=0)
+    cut: list[str] = []  # rows read although cut short after their out-of-place values
+    for lineno, raw_line in enumerate(text.splitlines(), 1):
         report.lines_read += 1
-        line = _strip(raw)
-        m = _OP_NAME.search(line)
-        if m and not line.lstrip().startswith(("#  Rank", "# Rank")):
-            if current is not None and m.group(1) != current["stem"]:
-                current = None
-            op_name = m.group(1)
-        m = _RANK.match(line.strip())
-        if m:
-            if used:  # a new run's rank list: the previous run's tables are over
-                current, ranks, used = None, {}, False
-            # keyed by (host, device): with several processes each prints its own rank numbers
-            ranks[(m.group(2), int(m.group(3)))] = (m.group(2), int(m.group(3)), m.group(4).strip())
-            continue
-        m = _NRANKS.search(line)
-        if m:
-            nranks_hint = int(m.group(1))
-        if _HEADER.match(line):
-            cols = line.lstrip("#").split()
-            if op_name is None:
-                raise TraceError(f"{where}:{lineno}: nccl-tests table without its operation (no *_perf name or "
-                                 "'Collective test starting' line before it)")
-            current = {"stem": op_name, "op": NCCLTESTS_OPS[op_name], "cols": cols, "line": lineno, "rows": [],
-                       "ranks": dict(ranks), "nranks_hint": nranks_hint, "dtype": None}
-            tables.append(current)
-            used = True
-            continue
-        if current is None or not line.strip() or line.lstrip().startswith("#"):
-            continue
+        line = clean_line(raw_line)
+        at = f"{where}:{lineno}"
         toks = line.split()
-        if not toks[0].isdigit():
-            if toks[0].lower().startswith(("nccl", "[")) or ":" in toks[0]:
-                continue  # NCCL INFO / WARN lines between rows
-            current = None
+        if not row_like(toks):  # rows are most lines: they skip the other kinds' tests
+            rank = parse_rank(line) if line.startswith("#") else None
+            if rank:
+                if used:  # a new run's rank list: the previous run's tables are over
+                    lay, current, ranks, used = None, None, {}, False
+                # keyed by (host, device): with several processes each prints its own rank numbers
+                ranks[(rank[2], rank[3])] = rank
+                continue
+            try:
+                layout, bad = parse_header(line), ""
+            except ValueError as exc:
+                layout, bad = None, str(exc)
+            if layout is not None or bad:
+                if stem is None:
+                    raise TraceError(f"{at}: nccl-tests table without its operation (no *_perf name or "
+                                     "'Collective test starting' line before it)")
+                if bad:
+                    raise TraceError(f"{at}: {bad}")
+                lay, current, block, used = layout, None, [], True
+                head = dict(stem=stem, line=lineno, ranks=dict(ranks), hint=hint)
+                continue
+            end = footer(line)
+            if end is not None:  # the table is over; its block stays for the next footer line
+                if block:
+                    _check_footer(end[0], end[1], block, at, report)
+                    block = [] if end[0] == "avg_busbw" else block
+                lay = current = None
+                continue
+            if failure_text(line):
+                report.skip("nccl-tests failure line (the run stopped there)", at)
+                lay = current = None
+                continue
+            name = op_stem(line)
+            if name:
+                if lay is not None and name != head["stem"]:
+                    lay = current = None
+                stem = name
+            m = _NRANKS.search(line)
+            if m:
+                hint = int(m.group(1))
+            if not line.startswith("#") and row_inside(line):
+                report.skip("row behind a line prefix the reader does not know", at)
+            continue  # comments, NCCL INFO/WARN lines, launcher chatter between rows
+        if lay is None:
+            report.skip("row outside a table (no column header before it)", at)
             continue
-        row = _parse_row(current["cols"], toks)
+        if head["stem"] in NCCLTESTS_UNSUPPORTED:
+            report.skip(f"row of {head['stem']}_perf (no trace op holds its pattern)", at)
+            continue
+        row, why = parse_row(lay, toks)
         if row is None:
-            report.skip("row that does not match its column header", f"{where}:{lineno}")
+            report.skip(why, at)
             continue
-        dtype = NCCLTESTS_DTYPES.get(row.pop("type"))
-        if dtype is None:
-            report.skip("unknown datatype", f"{where}:{lineno}")
-            continue
-        current["dtype"] = current["dtype"] or dtype
+        if why:
+            cut.append(at)
         row["line"] = lineno
+        if new_sweep(current["rows"][-1] if current else None, row):
+            current = {"stem": head["stem"], "op": NCCLTESTS_OPS[head["stem"]], "rows": [], "ranks": head["ranks"],
+                       "nranks_hint": head["hint"], "dtype": NCCLTESTS_DTYPES[row["type"]],
+                       "line": head["line"] if not block else lineno}
+            block.append(current)
+            tables.append(current)
         current["rows"].append(row)
-    out = []
-    for t in tables:
-        if not t["rows"]:
-            report.notes.append(f"{where}:{t['line']}: table of {t['stem']}_perf has no rows")
-            continue
-        out.append(_finish_table(t, where))
-    return out, report
+    if cut:
+        report.notes.append(f"{len(cut)} row(s) cut short after their out-of-place values, read with NaN for the "
+                            f"missing in-place values (first at {cut[0]})")
+    return [_finish_table(t, where, report) for t in tables], report
 
 
-def _parse_row(cols: list[str], toks: list[str]) -> dict | None:
-    """One row by the header's columns: out-of-place then in-place time/algbw/busbw."""
-    if len(toks) < 7:
-        return None
-    idx = {c: [i for i, x in enumerate(cols) if x == c] for c in ("time", "algbw", "busbw", "root", "type")}
-    if not idx["time"] or not idx["type"]:
-        return None
-    try:
-        size, count = int(toks[0]), int(toks[1])
-    except ValueError:
-        return None
-
-    def at(name: str, k: int) -> float:
-        pos = idx[name]
-        return _float(toks[pos[k]]) if len(pos) > k and pos[k] < len(toks) else math.nan
-
-    root = int(toks[idx["root"][0]]) if idx["root"] and idx["root"][0] < len(toks) and \
-        toks[idx["root"][0]].lstrip("-").isdigit() else -1
-    return dict(size=size, count=count, type=toks[idx["type"][0]], root=root, time_us=at("time", 0),
-                algbw=at("algbw", 0), busbw=at("busbw", 0), time_inplace_us=at("time", 1),
-                busbw_inplace=at("busbw", 1))
-
-
-def _finish_table(t: dict, where: str) -> dict:
-    ranks = t["ranks"]
-    hosts = [h for h, _, _ in ranks.values()]
+def _finish_table(t: dict, where: str, report: IngestReport) -> dict:
+    """The table's ranks, servers and GPU from its rank lines (rank 0's group only), else hints."""
+    ranks = list(t["ranks"].values())
+    groups = sorted({r[1] for r in ranks})
+    if len(groups) > 1:  # NCCL_TESTS_SPLIT: one communicator per group, all running at once
+        first = min(ranks)[1]
+        ranks = [r for r in ranks if r[1] == first]
+        note = (f"{where}:{t['line']}: {len(groups)} rank groups (NCCL_TESTS_SPLIT) ran at once; the trace holds "
+                f"group {first}'s communicator ({len(ranks)} ranks) only")
+        if note not in report.notes:
+            report.notes.append(note)
+    hosts = [r[2] for r in ranks]
     nranks = len(ranks) or t["nranks_hint"]
     if not nranks:
         big = max(t["rows"], key=lambda r: r["size"])
@@ -222,8 +277,10 @@ def _finish_table(t: dict, where: str) -> dict:
                          "lines, no 'nranks N', and its busbw factor is 1)")
     per_host = {h: hosts.count(h) for h in hosts}
     gpn = max(per_host.values()) if per_host else None
+    for r in t["rows"]:
+        r.pop("type", None)
     return dict(op=t["op"], stem=t["stem"], dtype=t["dtype"], nranks=int(nranks), gpus_per_node=gpn,
-                nodes=len(per_host) or None, gpu=next((g for _, _, g in ranks.values() if g), ""), line=t["line"],
+                nodes=len(per_host) or None, gpu=next((r[4] for r in ranks if r[4]), ""), line=t["line"],
                 rows=t["rows"])
 
 
@@ -251,7 +308,9 @@ def read_nccl_tests(paths: list[Path], *, strict: bool = False, progress=None) -
             progress(path.stat().st_size)
     report.raise_if_strict(strict)
     if not tables:
-        raise TraceError(f"{', '.join(map(str, paths))}: no nccl-tests table found")
+        why = "; ".join(f"{n} {reason} (first at {report.examples[reason]})"
+                        for reason, n in report.skipped.most_common())
+        raise TraceError(f"{', '.join(map(str, paths))}: no nccl-tests table found" + (f" ({why})" if why else ""))
     frame, meta = tables_to_trace(tables)
     report.records = len(frame)
     return normalize(frame, meta), report
@@ -275,8 +334,8 @@ def tables_to_trace(tables: list[dict]) -> tuple[pd.DataFrame, dict]:
                     rows.append({**base, "rank": rank, "op": "Send", "root": (rank + 1) % n, "group": seq})
                     rows.append({**base, "rank": rank, "op": "Recv", "root": (rank - 1) % n, "group": seq})
                 else:
-                    root = r["root"] if t["op"] in ("Broadcast", "Reduce") and 0 <= r["root"] < n else \
-                        (0 if t["op"] in ("Broadcast", "Reduce") else -1)
+                    root = r["root"] if t["op"] in _ROOTED and 0 <= r["root"] < n else \
+                        (0 if t["op"] in _ROOTED else -1)
                     rows.append({**base, "rank": rank, "op": t["op"], "root": root})
     world = max(t["nranks"] for t in tables)
     gpn = next((t["gpus_per_node"] for t in tables if t["gpus_per_node"]), min(world, 8))
