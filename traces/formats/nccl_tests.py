@@ -44,11 +44,11 @@ NCCLTESTS_DTYPES: dict[str, str] = {
     "float32": "fp32", "double": "fp64", "float64": "fp64", "bfloat16": "bf16", "f8e4m3": "fp8_e4m3",
     "f8e5m2": "fp8_e5m2",
 }
-_PREFIX = re.compile(r"^\s*(?:\[\d+,\d+\]<std(?:out|err)>:\s?|\d+:\s)")
+_PREFIX = re.compile(r"^\s*(?:\([^()]*\)\s+)?(?:\[\d+,\d+\]<std(?:out|err)>:\s?|\d+:\s)")  # (Ray/SkyPilot label)
 _OP_NAME = re.compile(r"\b(all_reduce|all_gather|reduce_scatter|alltoall|broadcast|reduce|sendrecv)_perf")
 _RANK = re.compile(r"#\s*Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(\S+)\s+device\s+(\d+)\s+\[[^\]]*\]\s*(.*)$")
 _NRANKS = re.compile(r"\bnranks\s+(\d+)")
-_HEADER = re.compile(r"^#\s+size\s+count\s+type\b")
+_HEADER = re.compile(r"^#?\s*size\s+count\s+type\b")  # "#" optional: docs that render logs drop it
 
 
 def op_counts(op: str, size_bytes: int, elem_bytes: int, nranks: int) -> tuple[int, int]:
@@ -163,8 +163,8 @@ def parse_tables(text: str, where: str = "input") -> tuple[list[dict], IngestRep
             continue
         toks = line.split()
         if not toks[0].isdigit():
-            if toks[0].lower().startswith(("nccl", "[")) or ":" in toks[0]:
-                continue  # NCCL INFO / WARN lines between rows
+            if toks[0].lower().startswith(("nccl", "[", "(")) or ":" in toks[0]:
+                continue  # NCCL INFO / WARN lines between rows, an unmarked "(B) (elements)" units line
             current = None
             continue
         row = _parse_row(current["cols"], toks)
