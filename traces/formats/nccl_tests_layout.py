@@ -41,7 +41,8 @@ _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 # a kubectl timestamp before an mpirun tag). Open MPI / PRRTE tag, timestamp, detailed and full-name
 # forms are bracket groups ending in "<stdout>:" (or stderr/stddiag), maybe after a ctime date (never text
 # of a row: a row with tagged stderr glued to it must stay whole, to be counted); kubectl/docker logs -t:
-# RFC 3339; srun -l: "0: "; MPICH/Intel MPI -l: "[0] "; pdsh/clush: "host: " or "10.0.0.7: ".
+# RFC 3339; srun -l: "0: "; MPICH/Intel MPI -l: "[0] "; pdsh/clush: "host: " or "10.0.0.7: "; Ray (SkyPilot's
+# jobs): "(head, rank=0, pid=3808) " or "(pid=12) ", always with a pid= field.
 _PREFIXES = (
     re.compile(r"^\s*(?:[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4})?(?:\[[^\]\n]*\])+"
                r"<(?:stdout|stderr|stddiag)>:\s?"),
@@ -49,13 +50,15 @@ _PREFIXES = (
     re.compile(r"^\s*\d+:\s"),
     re.compile(r"^\s*\[\d+\]\s"),
     re.compile(r"^\s*[A-Za-z0-9][\w.-]*:\s"),  # a host name or IP address (a row never has a colon)
+    re.compile(r"^\s*\([^()\n]*\bpid=\d+[^()\n]*\)\s"),
 )
 _OP_NAME = re.compile(r"\b(all_reduce|all_gather|reduce_scatter|alltoallv|alltoall|broadcast|reduce|sendrecv|"
                       r"gather|scatter|hypercube)_perf")
 # "#  Rank %2d Group %2d Pid %6d on %10s device %2d [bdf] name" (Group since v2.14, Pid since v2.0).
 _RANK = re.compile(r"^#\s*Rank\s+(\d+)\s+(?:Group\s+(\d+)\s+)?(?:Pid\s+\d+\s+)?on\s+(\S+)\s+device\s+(\d+)\s+"
                    r"\[[^\]]*\]\s*(.*)$")
-_HEADER = re.compile(r"^#\s*(?:size\s+count|bytes\s+N)\s+type\b")
+# The "#" is optional: pages that render saved logs as Markdown drop it (dstack's cluster examples).
+_HEADER = re.compile(r"^#?\s*(?:size\s+count|bytes\s+N)\s+type\b")
 # v1: "NCCL failure f.cu:12 '...'" / "Cuda failure ..."; v2.0 on: "host: Test NCCL failure f.cu:12 ...",
 # " .. host pid 7: Test failure f.cu:12", "host: Test timeout (5s) f.cu:12"; v2.17.4 on: "# error: ..."
 _FAILURE = re.compile(r"^(?:Cuda|NCCL) failure \S+:\d+|Test (?:NCCL |CUDA )?failure \S+:\d+|Test timeout \(\d+s\)|"
