@@ -237,9 +237,11 @@ def plan_collective(op: str, nbytes: float, ranks: Sequence[int] | np.ndarray, *
         nchunks = max(1, min(nchunks, max_transfers // (nch * per_channel)))
     if algo == "tree":
         parents = [logical.rank_tree(arr, server, c, nch) for c in range(nch)]
-        # the tree kernel's efficiency on every leg (algo_bandwidth.tree_kernel_factor); chunks as NCCL's
-        edges = tree_edges(arr, parents, server,
-                           ch_bytes * algo_bandwidth.tree_kernel_factor(model, proto, n, nnodes), proto, model)
+        # the tree kernel's efficiency and NCCL's medium-size correction on every leg; chunks as NCCL's
+        factor = algo_bandwidth.tree_kernel_factor(model, proto, n, nnodes)
+        if model.protocol_overhead:
+            factor /= tuning.tree_correction(proto, nbytes, model)
+        edges = tree_edges(arr, parents, server, ch_bytes * factor, proto, model)
         return wired(assemble(edges, nchunks, False, tuning.tree_base_latency_s(proto), algo, proto,
                               max_pipeline_transfers))
 
