@@ -27,10 +27,11 @@ from sim.planning.nccl_tables import (
     RING_LL128_MAX_PER_CH,
     TREE_LL128_MAX_PER_CH,
     TREE_MAX_PER_CH,
+    WIRE_BYTES_PER_PAYLOAD,
 )
 from sim.planning.search_channels import graph_channels, tree_pattern_factor
 
-__all__ = ["algo_bandwidth_bytes_per_s", "nccl_steps", "proto_index"]
+__all__ = ["algo_bandwidth_bytes_per_s", "nccl_steps", "proto_index", "tree_kernel_busbw", "tree_kernel_factor"]
 
 _P = {p: i for i, p in enumerate(PROTOS)}
 
@@ -196,12 +197,7 @@ def algo_bandwidth_bytes_per_s(op: str, algo: str, proto: str, nranks: int, nnod
     if algo == "tree":
         if op != "AllReduce":
             return 0.0
-        bus = min(_tree_busbw(model, nnodes, ppn) * 0.92, nch * TREE_MAX_PER_CH[arch][ni] * 1e9)
-        if p == 0:
-            bus = min(bus / 3.8, ll_max)
-        elif p == 1:
-            bus = min(bus * (7 / 9 if nnodes <= 1 else 120 / 128), nch * TREE_LL128_MAX_PER_CH[arch][ni] * 1e9)
-        return bus * tree_pattern_factor(model, nnodes, ppn) * 0.5
+        return tree_kernel_busbw(model, proto, nnodes, ppn) * tree_pattern_factor(model, nnodes, ppn) * 0.5
     if algo in ("nvls", "nvls_tree"):
         if proto != "Simple":
             return 0.0
@@ -215,3 +211,92 @@ def algo_bandwidth_bytes_per_s(op: str, algo: str, proto: str, nranks: int, nnod
         return _tree_busbw(model, nnodes, ppn) * (PAT_BUS_FACTOR_2_24 if model.nccl_version >= (2, 24)
                                                   else PAT_BUS_FACTOR)
     raise SimError(f"algorithm {algo!r} has no NCCL bandwidth model (ring, tree, nvls, nvls_tree, pat)")
+
+
+def tree_kernel_busbw(model: CostModel, proto: str, nnodes: int, ppn: float) -> float:
+    """NCCL's bus bandwidth of a tree AllReduce before the tree pattern's factor (bytes/s).
+
+    ``tuning.cc`` (v2.23.4-1, unchanged to v2.29): the tree graph's ``nChannels x bw``, then
+    ``min(busBw x 0.92, nChannels x perChMaxTreeBw)`` for every protocol, then LL ``min(busBw / 3.8,
+    llMaxBw)``, LL128 ``min(busBw x (7/9 on one node, else 120/128), nChannels x perChMaxTreeLL128Bw)``.
+
+    Parameters
+    ----------
+    model : CostModel
+        The cost model (rates, GPU generation, CPU vendor).
+    proto : str
+        ``"LL"``, ``"LL128"`` or ``"Simple"``.
+    nnodes : int
+        Servers of the communicator.
+    ppn : float
+        GPUs per server.
+
+    Returns
+    -------
+    float
+        Bus bandwidth, bytes/s.
+
+    Examples
+    --------
+    Two servers of 8 A100s (NVLink 240 GB/s, 16 x 100 Gb/s NICs: 16 search channels): the NVLink graph x
+    0.92; with 8 H100s and 8 NICs across 4+ servers the ceiling binds, 8 x 36.0 (Simple), 8 x 29.0 (LL128).
+
+    >>> a100 = CostModel(arch="ampere", intra_bw_bytes_per_s=240e9, inter_bw_bytes_per_s=23.5e9, nics_per_gpu=2)
+    >>> round(tree_kernel_busbw(a100, "Simple", 2, 8) / 1e9, 1)
+    220.8
+    >>> h100 = CostModel(intra_bw_bytes_per_s=370.8e9, inter_bw_bytes_per_s=47e9)
+    >>> [round(tree_kernel_busbw(h100, p, 8, 8) / 1e9, 1) for p in ("Simple", "LL128")]
+    [288.0, 232.0]
+    """
+    p = proto_index(proto)
+    ni = _node_index(nnodes)
+    nch = graph_channels(model, nnodes, ppn)
+    arch = model.arch
+    bus = min(_tree_busbw(model, nnodes, ppn) * 0.92, nch * TREE_MAX_PER_CH[arch][ni] * 1e9)
+    if p == 0:
+        ll_max = (LL_MAX_SINGLE[arch] if ni == 0 else LL_MAX_BW[model.cpu][ni - 1]) * 1e9
+        return min(bus / 3.8, ll_max)
+    if p == 1:
+        return min(bus * (7 / 9 if nnodes <= 1 else 120 / 128), nch * TREE_LL128_MAX_PER_CH[arch][ni] * 1e9)
+    return bus
+
+
+def tree_kernel_factor(model: CostModel, proto: str, nranks: int, nnodes: int) -> float:
+    """Factor (>= 1) on a tree plan's bytes: the tree kernel's efficiency, which the flows do not have.
+
+    A tree plan moves its payload at the links' rate less the protocol's own lines (LL 8 of 16 bytes,
+    LL128 120 of 128: :data:`~sim.planning.nccl_tables.WIRE_BYTES_PER_PAYLOAD`), i.e. at the tree
+    graph's bandwidth x that fraction. NCCL's tree kernel delivers :func:`tree_kernel_busbw`: 0.92 of the
+    graph (every protocol), LL a further 1/3.8 where the lines give 1/2, and per-channel ceilings
+    (``perChMaxTreeBw``, ``perChMaxTreeLL128Bw``). The ratio is a property of the kernel, as the
+    NVLSTree ceiling is (:func:`sim.planning.nvls.nvls_tree_kernel_factor`), so every leg of the plan
+    carries it. The tree pattern's 0.85 is not in it: it describes the graph (a channel's network traffic
+    through one GPU), which the plan builds itself. 1 without ``model.protocol_overhead`` (no hardware
+    preset: the closed forms stay exact) or with fewer than two ranks.
+
+    Parameters
+    ----------
+    model : CostModel
+        The cost model.
+    proto : str
+        The tree's protocol.
+    nranks, nnodes : int
+        Ranks and servers of the communicator.
+
+    Returns
+    -------
+    float
+        Multiplier of the tree plan's bytes.
+
+    Examples
+    --------
+    >>> a100 = CostModel(arch="ampere", intra_bw_bytes_per_s=240e9, inter_bw_bytes_per_s=23.5e9,
+    ...                  nics_per_gpu=2, protocol_overhead=True)
+    >>> round(tree_kernel_factor(a100, "Simple", 16, 2), 4), tree_kernel_factor(CostModel(), "Simple", 16, 2)
+    (1.087, 1.0)
+    """
+    if not model.protocol_overhead or nranks < 2:
+        return 1.0
+    ppn = nranks / max(nnodes, 1)
+    plan_bus = _tree_busbw(model, nnodes, ppn) / WIRE_BYTES_PER_PAYLOAD[PROTOS[proto_index(proto)]]
+    return max(1.0, plan_bus / tree_kernel_busbw(model, proto, nnodes, ppn))

@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 
 from sim.errors import SimError
-from sim.planning import logical, nvls, pat_nvls, pxn, tuning
+from sim.planning import algo_bandwidth, logical, nvls, pat_nvls, pxn, tuning
 from sim.planning.machine import graph_cost_model, graph_machine, graph_nccl_version
 from sim.planning.options import PlanOptions
 from sim.planning.plan import TransferPlan, assemble
@@ -237,7 +237,11 @@ def plan_collective(op: str, nbytes: float, ranks: Sequence[int] | np.ndarray, *
         nchunks = max(1, min(nchunks, max_transfers // (nch * per_channel)))
     if algo == "tree":
         parents = [logical.rank_tree(arr, server, c, nch) for c in range(nch)]
-        edges = tree_edges(arr, parents, server, ch_bytes, proto, model)
+        # the tree kernel's efficiency and NCCL's medium-size correction on every leg; chunks as NCCL's
+        factor = algo_bandwidth.tree_kernel_factor(model, proto, n, nnodes)
+        if model.protocol_overhead:
+            factor /= tuning.tree_correction(proto, nbytes, model)
+        edges = tree_edges(arr, parents, server, ch_bytes * factor, proto, model)
         return wired(assemble(edges, nchunks, False, tuning.tree_base_latency_s(proto), algo, proto,
                               max_pipeline_transfers))
 

@@ -100,6 +100,7 @@ __all__ = [
     "ring_step_latency_s",
     "supported_algos",
     "tree_base_latency_s",
+    "tree_correction",
     "tree_hop_latency_s",
     "wire_factor",
 ]
@@ -197,14 +198,31 @@ def predict_time_s(op: str, nbytes: float, nranks: int, nnodes: int, algo: str, 
     if bw <= 0:
         return math.inf
     size = nccl_nbytes(op, nbytes, nranks)
-    if algo == "tree" and model.tree_correction:
-        log_size = int(size) >> 6
-        idx = max(log_size.bit_length() - 1, 0)
-        if idx < len(TREE_CORRECTION[proto]):
-            bw *= TREE_CORRECTION[proto][idx]
+    if algo == "tree":
+        bw *= tree_correction(proto, size, model)
     lat = algo_latency_s(op, algo, proto, nranks, nnodes, model)
     lat *= _plateau(op, algo, proto, size, nranks, nnodes, model)
     return lat + size / bw
+
+
+def tree_correction(proto: str, nbytes: float, model: CostModel | None = None) -> float:
+    """NCCL's correction of its tree bandwidth at medium sizes (``treeCorrectionFactor``, ``tuning.cc``).
+
+    "Trees are not perfectly sticking to the model for medium sizes": NCCL scales a tree AllReduce's
+    bandwidth by a factor per protocol and power of two of ``nbytes / 64`` (64 B to 256 MiB; 1 beyond,
+    or without ``model.tree_correction``).
+
+    Examples
+    --------
+    >>> tree_correction("LL128", 1 << 20), tree_correction("Simple", 1 << 30)
+    (0.6, 1.0)
+    """
+    model = model or DEFAULT_MODEL
+    if not model.tree_correction:
+        return 1.0
+    idx = max((int(nbytes) >> 6).bit_length() - 1, 0)
+    table = TREE_CORRECTION[proto]
+    return float(table[idx]) if idx < len(table) else 1.0
 
 
 def choose_algorithm(op: str, nbytes: float, nranks: int, nnodes: int, algo: str = "auto",

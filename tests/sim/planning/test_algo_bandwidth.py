@@ -42,3 +42,29 @@ def test_ampere_trees_keep_the_balanced_pattern():
     assert net_graph_channels(a100, 8) == (8, 24.0)
     got = algo_bandwidth_bytes_per_s("AllReduce", "tree", "Simple", 32, 4, a100)
     assert got == pytest.approx(min(0.92 * 200, 8 * 17.8) / 2 * 1e9)
+
+
+def test_tree_plans_pay_the_tree_kernels_efficiency():
+    """A tree plan runs at NCCL's tree kernel rate (tuning.cc: 0.92 of the graph, per-channel ceilings)."""
+    import topologies
+    from sim.bench.run import run_bench
+    from sim.planning.algo_bandwidth import tree_kernel_busbw, tree_kernel_factor
+    from sim.planning.machine import graph_machine
+
+    # 2 x 8 A100, 16 x 100 Gb/s NICs (OCI BM.GPU4.8): the tree is NVLink-bound, each GPU forwarding 1.75 S
+    # over its 240 GB/s; the kernel delivers 0.92 of it (16 search channels x 23.6 GB/s do not bind)
+    g = topologies.build("rail_optimized", num_gpus=16, gpu="a100", nic="roce", link_gbps=200, nics_per_gpu=2,
+                         nccl_algo="Tree", nccl_proto="Simple")
+    t = run_bench("AllReduce", g, [1 << 30])
+    assert t["algo"].tolist() == ["tree"]
+    assert float(t["busbw"].iloc[0]) == pytest.approx(240 / 1.75 * 1.875 * 0.92, rel=0.01)
+    _, a100 = graph_machine(g, range(16))
+    assert tree_kernel_factor(a100, "Simple", 16, 2) == pytest.approx(1 / 0.92)
+    # 8 x 8 H100 (8 NICs, 8 search channels): Hopper's ceilings beyond two servers bind, 8 x 36.0 (Simple)
+    # and 8 x 29.0 (LL128) against NVLink's 370.8 (x 120/128 of LL128's lines); LL: 1/3.8, capped at 20.4
+    h100 = CostModel(intra_bw_bytes_per_s=370.8e9, inter_bw_bytes_per_s=47e9, protocol_overhead=True)
+    assert tree_kernel_factor(h100, "Simple", 64, 8) == pytest.approx(370.8 / 288.0)
+    assert tree_kernel_factor(h100, "LL128", 64, 8) == pytest.approx(370.8 * 120 / 128 / 232.0)
+    assert tree_kernel_busbw(h100, "LL", 8, 8) == pytest.approx(20.4e9)
+    # no hardware preset (closed forms), or one rank: no factor
+    assert tree_kernel_factor(CostModel(), "LL", 64, 8) == 1.0 and tree_kernel_factor(h100, "Simple", 1, 1) == 1.0
