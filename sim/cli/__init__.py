@@ -52,6 +52,24 @@ class Interrupted(Exception):
     """Ctrl-C during a sub-command (raised in place of KeyboardInterrupt so that click passes it on)."""
 
 
+class ClosedPipe(Exception):
+    """The reader of stdout went away (``simrun ... | head``): raised in place of BrokenPipeError, which click
+    would turn into a silent exit 1, the code of an internal failure."""
+
+
+#: Exit code when stdout's reader closes the pipe early: 128 + SIGPIPE, as a shell reports a tool SIGPIPE ends.
+EXIT_CLOSED_PIPE = 141
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null, so that the interpreter's last flush into the closed pipe does not fail."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # no file descriptor (a test's StringIO): nothing to flush
+        pass
+
+
 class _Group(click.Group):
     """A group whose commands load lazily and whose default command is ``run``."""
 
@@ -74,11 +92,16 @@ class _Group(click.Group):
             return super().invoke(ctx)
         except KeyboardInterrupt:  # click would print a blank line and abort: main prints one line instead
             raise Interrupted() from None
+        except BrokenPipeError:
+            raise ClosedPipe() from None
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         if args and args[0].startswith("-") and args[0] not in ("--help", "-h", "--version"):
             args = ["run", *args]
-        return super().parse_args(ctx, args)
+        try:
+            return super().parse_args(ctx, args)
+        except BrokenPipeError:  # ``simrun --help | head -1``
+            raise ClosedPipe() from None
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
@@ -112,8 +135,12 @@ def _one_line(exc: BaseException) -> str:
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the ``simrun`` console script."""
     errors = _bad_input_errors()  # traces.errors is a leaf: importing it costs no pandas
+    from sim.cli.common import writable_matplotlib_config
+
+    writable_matplotlib_config()
     try:
         rv = cli.main(args=argv, prog_name="simrun", standalone_mode=False)
+        sys.stdout.flush()  # a pipe closed early fails here, inside the handlers, not at the interpreter's exit
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
     except _NO_ARGS_IS_HELP as exc:  # bare ``simrun``: its usage, as a help page (exit 0)
@@ -125,6 +152,9 @@ def main(argv: list[str] | None = None) -> None:
     except click.ClickException as exc:
         click.echo(f"simrun: error: {_one_line(click.exceptions.ClickException(exc.format_message()))}", err=True)
         sys.exit(2)
+    except (ClosedPipe, BrokenPipeError):  # the reader has what it wanted; no message (stdout is gone)
+        _silence_stdout()
+        sys.exit(EXIT_CLOSED_PIPE)
     except errors as exc:
         click.echo(f"simrun: error: {_one_line(exc)}", err=True)
         sys.exit(2)
@@ -144,4 +174,4 @@ def main(argv: list[str] | None = None) -> None:
     sys.exit(rv if isinstance(rv, int) else 0)
 
 
-__all__ = ["SUBCOMMANDS", "cli", "main"]
+__all__ = ["EXIT_CLOSED_PIPE", "SUBCOMMANDS", "ClosedPipe", "cli", "main"]
