@@ -46,6 +46,9 @@ SUBCOMMAND_OPTIONS = {
     "flows": ["--topo", "--set", "--routing", "--seed", "--out"],
     "export": ["--format", "-o"],
     "traces": [],
+    "compare": ["--trace", "--topo", "--set", "--out"],
+    "bench": ["--topo", "-b", "-e", "-f", "--set"],
+    "validate": ["--topo", "--set"],
 }
 
 
@@ -75,7 +78,7 @@ def test_s2_choices_of_algo_routing_and_ingest_format():
     for cmd in ("run", "flows"):
         assert {"ecmp", "spray", "single"} <= choices(cmd, "--routing")
     assert {"auto", "ring", "tree", "direct"} <= choices("run", "--algo")
-    assert {"auto", "nccl", "inspector", "kineto", "param"} <= choices("ingest", "--format")
+    assert {"auto", "nccl", "inspector", "kineto", "param", "nccl-tests"} <= choices("ingest", "--format")  # §2, §10
 
 
 @pytest.mark.parametrize("algo", ["ring", "tree", "direct"])
@@ -95,11 +98,59 @@ def test_s2_every_routing_runs(tiny, tmp_path, routing):
 
 
 def test_s2_default_out_folder(tiny, tmp_path, monkeypatch):
+    # a file named like a built-in trace in the working folder wins over the built-in (§1)
     monkeypatch.chdir(tmp_path)
-    code, out, err = simrun("run", "--trace", str(tiny), "--topo", "fat_tree", "--no-report")
+    (tmp_path / "ds_v3.parquet").write_bytes(tiny.read_bytes())
+    code, out, err = simrun("run", "--trace", "ds_v3.parquet", "--topo", "fat_tree", "--no-report")
     assert code == 0, err
-    assert (tmp_path / "simrun-out" / "tiny-fat_tree" / "summary.json").is_file()
+    summary = tmp_path / "simrun-out" / "ds_v3-fat_tree" / "summary.json"
+    assert summary.is_file()
+    assert json.loads(summary.read_text())["world_size"] == WORLD  # the built-in has 32 ranks
     assert "makespan" in out.lower()  # the summary table
+
+
+def test_s2_an_output_folder_that_cannot_be_made_is_refused_before_the_work(tiny, tmp_path):
+    (tmp_path / "a_file").write_text("")
+    out = tmp_path / "a_file" / "out"
+    code, stdout, err = simrun("run", "--trace", str(tiny), "--topo", "fat_tree", "--no-report", "--out", str(out))
+    assert code == 2 and stdout == ""  # nothing simulated, nothing printed
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("simrun: error:") and str(out) in lines[0]
+    assert "--out" in lines[0]
+
+
+def test_s2_traces_lists_each_builtin_on_one_line():
+    code, out, err = simrun("traces")
+    assert code == 0, err
+    lines = out.strip().splitlines()
+    names = [line.split()[0] for line in lines]
+    assert names == [name for name, _ in traces.list_builtin()] and len(set(names)) == len(names) >= 3
+    for name in names:
+        assert traces.resolve_trace_path(name).is_file()
+
+
+@pytest.mark.parametrize("argv", [["traces"], ["--help"]])
+def test_s2_a_closed_pipe_is_quiet_and_no_failure(argv, monkeypatch, capsys):
+    """``simrun traces | head -1``: the reader goes away; no traceback and not the internal-failure code 1."""
+    import errno
+
+    from sim.cli import EXIT_CLOSED_PIPE, main
+
+    class ClosedStdout:
+        def write(self, text):
+            raise BrokenPipeError(errno.EPIPE, "Broken pipe")
+
+        def flush(self):
+            raise BrokenPipeError(errno.EPIPE, "Broken pipe")
+
+        def isatty(self):
+            return False
+
+    monkeypatch.setattr("sys.stdout", ClosedStdout())
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == EXIT_CLOSED_PIPE == 141  # 128 + SIGPIPE, as a shell reports it
+    assert capsys.readouterr().err == ""
 
 
 def test_s2_json_prints_summary_json(run_out):
@@ -178,8 +229,10 @@ def test_s2_set_takes_simulator_parameters(tiny, tmp_path):
     code, out, err = simrun(*base, "--set", "timing=trace", "--out", str(tmp_path / "t"))
     assert code == 0, err
     honoured = json.loads(out)["makespan_s"]
+    assert json.loads(out)["timing"] == "trace"  # §10: the replay mode used
     code, out, err = simrun(*base, "--set", "timing=asap", "--out", str(tmp_path / "a"))
     assert code == 0, err
+    assert json.loads(out)["timing"] == "asap"
     # the last op is issued at 3 ms in the trace; issued back to back the job ends far earlier
     assert honoured >= 3e-3 > json.loads(out)["makespan_s"]
 
