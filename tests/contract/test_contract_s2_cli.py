@@ -203,6 +203,25 @@ def test_s2_bad_input_exits_2_with_one_line(tiny, tmp_path, bad, named):
     assert "Traceback" not in err
 
 
+@pytest.mark.parametrize("bad, named", [
+    (["no_such_command"], "no_such_command"),
+    (["run", "--trace", "x.parquet"], "--topo"),
+    (["topo", "no_such_topology"], "no_such_topology"),
+    (["synth", "no-such-model", "-o", "x.parquet"], "no-such-model"),
+    (["ingest", "no_such.log", "-o", "x.parquet"], "no_such.log"),
+    (["analyze", "no_such.parquet"], "no_such.parquet"),
+    (["bench", "no_such_op", "--topo", "fat_tree"], "no_such_op"),
+    (["validate", "no_such_perf.txt", "--topo", "fat_tree"], "no_such_perf.txt"),
+    (["flows", "no_such_flows.csv", "--topo", "fat_tree"], "no_such_flows.csv"),
+])
+def test_s2_every_command_reports_bad_input_in_one_line(bad, named, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code, _, err = simrun(*bad)
+    assert code == 2
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("simrun: error:") and named in lines[0], err
+
+
 def test_s2_bad_input_in_a_process_names_the_file(tmp_path):
     bad = tmp_path / "broken.parquet"
     bad.write_text("not parquet at all\n")
