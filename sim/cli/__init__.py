@@ -61,6 +61,26 @@ class ClosedPipe(Exception):
 EXIT_CLOSED_PIPE = 141
 
 
+def _stdout_is_closed() -> bool:
+    """True when stdout's reader is gone (a BrokenPipeError from elsewhere, e.g. a Dask socket, is bad input).
+
+    Linux and macOS poll a pipe without readers as POLLERR; a stream without a descriptor (a test's) cannot
+    be asked, and the error is trusted.
+    """
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, ValueError, OSError):
+        return True
+    try:
+        import select
+
+        poller = select.poll()
+        poller.register(fd, select.POLLOUT)
+        return any(events & (select.POLLERR | select.POLLHUP) for _, events in poller.poll(0))
+    except (AttributeError, OSError, ValueError):  # no poll on this platform
+        return True
+
+
 def _silence_stdout() -> None:
     """Point stdout at /dev/null, so that the interpreter's last flush into the closed pipe does not fail."""
     try:
@@ -92,8 +112,11 @@ class _Group(click.Group):
             return super().invoke(ctx)
         except KeyboardInterrupt:  # click would print a blank line and abort: main prints one line instead
             raise Interrupted() from None
-        except BrokenPipeError:
-            raise ClosedPipe() from None
+        except BrokenPipeError as exc:
+            if _stdout_is_closed():
+                raise ClosedPipe() from None
+            # a socket's (Dask's): an OSError like any other, which click would swallow into a bare exit 1
+            raise click.ClickException(_one_line(exc)) from None
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         if args and args[0].startswith("-") and args[0] not in ("--help", "-h", "--version"):
@@ -101,7 +124,9 @@ class _Group(click.Group):
         try:
             return super().parse_args(ctx, args)
         except BrokenPipeError:  # ``simrun --help | head -1``
-            raise ClosedPipe() from None
+            if _stdout_is_closed():
+                raise ClosedPipe() from None
+            raise
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
@@ -140,7 +165,10 @@ def main(argv: list[str] | None = None) -> None:
     writable_matplotlib_config()
     try:
         rv = cli.main(args=argv, prog_name="simrun", standalone_mode=False)
-        sys.stdout.flush()  # a pipe closed early fails here, inside the handlers, not at the interpreter's exit
+        try:
+            sys.stdout.flush()  # a pipe closed early fails here, not in the interpreter's last flush at exit
+        except BrokenPipeError:
+            raise ClosedPipe() from None
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
     except _NO_ARGS_IS_HELP as exc:  # bare ``simrun``: its usage, as a help page (exit 0)
@@ -152,7 +180,7 @@ def main(argv: list[str] | None = None) -> None:
     except click.ClickException as exc:
         click.echo(f"simrun: error: {_one_line(click.exceptions.ClickException(exc.format_message()))}", err=True)
         sys.exit(2)
-    except (ClosedPipe, BrokenPipeError):  # the reader has what it wanted; no message (stdout is gone)
+    except ClosedPipe:  # the reader has what it wanted; no message (stdout is gone)
         _silence_stdout()
         sys.exit(EXIT_CLOSED_PIPE)
     except errors as exc:

@@ -316,3 +316,23 @@ def test_s2_synth_writes_a_schema_trace(tmp_path):
     api = traces.synthesize("llama3-8b", mode="training", tp=2, pp=2, dp=2, gpus_per_node=4, nodes=2, steps=1,
                             micro_batches=2)
     pd.testing.assert_frame_equal(api[list(TRACE_COLUMNS)], df[list(TRACE_COLUMNS)])
+
+
+def test_s2_a_broken_pipe_that_is_not_stdout_is_reported(monkeypatch, tmp_path, capsys):
+    """A BrokenPipeError from elsewhere (a socket) while stdout is fine is an error line, not a quiet 141."""
+    import errno
+
+    import sim.cli.traces as traces_command
+    from sim.cli import main
+
+    def broken():
+        raise BrokenPipeError(errno.EPIPE, "Broken pipe", "tcp://127.0.0.1:1")
+
+    monkeypatch.setattr(traces_command, "list_builtin", broken)
+    with (tmp_path / "stdout.txt").open("w") as stdout:  # a real descriptor that polls as writable
+        monkeypatch.setattr("sys.stdout", stdout)
+        with pytest.raises(SystemExit) as exc:
+            main(["traces"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("simrun: error:") and "Broken pipe" in err
