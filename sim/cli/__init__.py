@@ -52,6 +52,44 @@ class Interrupted(Exception):
     """Ctrl-C during a sub-command (raised in place of KeyboardInterrupt so that click passes it on)."""
 
 
+class ClosedPipe(Exception):
+    """The reader of stdout went away (``simrun ... | head``): raised in place of BrokenPipeError, which click
+    would turn into a silent exit 1, the code of an internal failure."""
+
+
+#: Exit code when stdout's reader closes the pipe early: 128 + SIGPIPE, as a shell reports a tool SIGPIPE ends.
+EXIT_CLOSED_PIPE = 141
+
+
+def _stdout_is_closed() -> bool:
+    """True when stdout's reader is gone (a BrokenPipeError from elsewhere, e.g. a Dask socket, is bad input).
+
+    Linux and macOS poll a pipe without readers as POLLERR; a stream without a descriptor (a test's) cannot
+    be asked, and the error is trusted.
+    """
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, ValueError, OSError):
+        return True
+    try:
+        import select
+
+        poller = select.poll()
+        poller.register(fd, select.POLLOUT)
+        return any(events & (select.POLLERR | select.POLLHUP) for _, events in poller.poll(0))
+    except (AttributeError, OSError, ValueError):  # no poll on this platform
+        return True
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null, so that the interpreter's last flush into the closed pipe does not fail."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # no file descriptor (a test's StringIO): nothing to flush
+        pass
+
+
 class _Group(click.Group):
     """A group whose commands load lazily and whose default command is ``run``."""
 
@@ -74,11 +112,21 @@ class _Group(click.Group):
             return super().invoke(ctx)
         except KeyboardInterrupt:  # click would print a blank line and abort: main prints one line instead
             raise Interrupted() from None
+        except BrokenPipeError as exc:
+            if _stdout_is_closed():
+                raise ClosedPipe() from None
+            # a socket's (Dask's): an OSError like any other, which click would swallow into a bare exit 1
+            raise click.ClickException(_one_line(exc)) from None
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         if args and args[0].startswith("-") and args[0] not in ("--help", "-h", "--version"):
             args = ["run", *args]
-        return super().parse_args(ctx, args)
+        try:
+            return super().parse_args(ctx, args)
+        except BrokenPipeError:  # ``simrun --help | head -1``
+            if _stdout_is_closed():
+                raise ClosedPipe() from None
+            raise
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
@@ -112,8 +160,15 @@ def _one_line(exc: BaseException) -> str:
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the ``simrun`` console script."""
     errors = _bad_input_errors()  # traces.errors is a leaf: importing it costs no pandas
+    from sim.cli.common import writable_matplotlib_config
+
+    writable_matplotlib_config()
     try:
         rv = cli.main(args=argv, prog_name="simrun", standalone_mode=False)
+        try:
+            sys.stdout.flush()  # a pipe closed early fails here, not in the interpreter's last flush at exit
+        except BrokenPipeError:
+            raise ClosedPipe() from None
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
     except _NO_ARGS_IS_HELP as exc:  # bare ``simrun``: its usage, as a help page (exit 0)
@@ -125,6 +180,9 @@ def main(argv: list[str] | None = None) -> None:
     except click.ClickException as exc:
         click.echo(f"simrun: error: {_one_line(click.exceptions.ClickException(exc.format_message()))}", err=True)
         sys.exit(2)
+    except ClosedPipe:  # the reader has what it wanted; no message (stdout is gone)
+        _silence_stdout()
+        sys.exit(EXIT_CLOSED_PIPE)
     except errors as exc:
         click.echo(f"simrun: error: {_one_line(exc)}", err=True)
         sys.exit(2)
@@ -144,4 +202,4 @@ def main(argv: list[str] | None = None) -> None:
     sys.exit(rv if isinstance(rv, int) else 0)
 
 
-__all__ = ["SUBCOMMANDS", "cli", "main"]
+__all__ = ["EXIT_CLOSED_PIPE", "SUBCOMMANDS", "ClosedPipe", "cli", "main"]

@@ -66,15 +66,16 @@ def burstiness_line(bw) -> str:
 
 
 def _print_counts(counts, comms) -> None:
-    from rich.console import Console
     from rich.table import Table
+
+    from sim.cli.common import wide_console
 
     table = Table(title="operations")
     for name in ("op", "calls", "rank_calls", "bytes_total", "partial_calls"):
         table.add_column(name, justify="left" if name == "op" else "right")
     for row in counts.itertuples(index=False):
         table.add_row(row.op, f"{row.calls:,}", f"{row.rank_calls:,}", f"{row.bytes_total:,}", f"{row.partial_calls:,}")
-    console = Console(soft_wrap=True)
+    console = wide_console()
     console.print(table)
     console.print(f"{len(comms)} communicator(s); per-communicator tables in comms.csv and *_by_comm.csv")
 

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import re
 import sys
+import tempfile
 from collections.abc import Iterable
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import click
@@ -112,14 +115,78 @@ def stage_bar(description: str):
         yield report
 
 
-def wide_console():
-    """A rich console; when output is redirected, wide enough that tables never truncate a value."""
-    from rich.console import Console
+def writable_matplotlib_config() -> Path | None:
+    """Give matplotlib a writable config folder when the user's is not (a read-only or missing HOME).
 
+    matplotlib would otherwise warn on stderr (two lines on every run) and build its font cache anew in a
+    fresh temporary folder each time. Sets ``MPLCONFIGDIR`` to ``<tmp>/collsim-matplotlib-<uid>`` (a folder
+    this user owns) and returns it; returns None when the user's folder is fine or ``MPLCONFIGDIR`` is set.
+    """
+    if os.environ.get("MPLCONFIGDIR"):
+        return None
+    try:
+        probe = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config") / "matplotlib"
+    except RuntimeError:  # no home folder at all
+        probe = None
+    if probe is not None:
+        while not probe.exists() and probe.parent != probe:
+            probe = probe.parent
+        if probe.is_dir() and os.access(probe, os.W_OK | os.X_OK):
+            return None
+    uid = os.getuid() if hasattr(os, "getuid") else 0
+    folder = Path(tempfile.gettempdir()) / f"collsim-matplotlib-{uid}"
+    try:
+        folder.mkdir(mode=0o700, exist_ok=True)
+        if hasattr(os, "getuid") and folder.stat().st_uid != uid:  # someone else's: leave it to matplotlib
+            return None
+    except OSError:
+        return None
+    os.environ["MPLCONFIGDIR"] = str(folder)
+    return folder
+
+
+_CONSOLE_CLASS: list[type] = []  # the rich Console subclass, made on first use (rich is not imported at start)
+
+
+def _console_class() -> type:
+    if _CONSOLE_CLASS:
+        return _CONSOLE_CLASS[0]
+    import errno
+
+    from rich.console import Console
+    from rich.table import Table
+
+    class CliConsole(Console):
+        """rich's console, but a table too wide for the terminal wraps its values instead of cutting them to
+        ``…`` (a number cut to ``0.…`` says nothing), and a closed pipe is passed on as BrokenPipeError
+        (rich would exit 1, the code of an internal failure; ``sim.cli.main`` exits 141, quietly)."""
+
+        def print(self, *objects: Any, **kwargs: Any) -> None:
+            for obj in objects:
+                if isinstance(obj, Table):
+                    for column in obj.columns:
+                        if column.overflow == "ellipsis":
+                            column.overflow = "fold"
+            super().print(*objects, **kwargs)
+
+        def on_broken_pipe(self) -> None:
+            self.quiet = True
+            raise BrokenPipeError(errno.EPIPE, "stdout closed by its reader")
+
+    _CONSOLE_CLASS.append(CliConsole)
+    return CliConsole
+
+
+def wide_console():
+    """A rich console; when output is redirected, wide enough that tables never truncate a value.
+
+    On a terminal narrower than a table (``COLUMNS=40``) the table's values wrap within their cells.
+    """
+    console_class = _console_class()
     if sys.stdout.isatty():
-        return Console(soft_wrap=True)
-    return Console(soft_wrap=True, width=1000, no_color=True)
+        return console_class(soft_wrap=True)
+    return console_class(soft_wrap=True, width=1000, no_color=True)
 
 
 __all__ = ["parse_set_options", "progress_bar", "show_progress", "stage_bar",
-           "wide_console"]
+           "wide_console", "writable_matplotlib_config"]

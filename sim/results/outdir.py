@@ -6,12 +6,13 @@ are then left alone: collsim only ever deletes its own outputs).
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
 from sim.errors import SimError
 
-__all__ = ["OUTPUT_NAMES", "clear_outputs"]
+__all__ = ["OUTPUT_NAMES", "check_writable", "clear_outputs"]
 
 #: Files a run, a sweep or a comparison writes (plus every ``*.png``); ``.incomplete`` marks an interrupted
 #: run's folder (sim/results/output.py), which the next run into it replaces.
@@ -27,13 +28,49 @@ def _ours(path: Path) -> bool:
     return path.name in OUTPUT_NAMES or path.suffix == ".png"
 
 
+def check_writable(folder: str | Path) -> None:
+    """Refuse, before any work, an output folder that cannot be made or written.
+
+    The nearest existing folder on the way to ``folder`` must be writable (a read-only working folder
+    otherwise fails only when the run, minutes later, writes its first file).
+
+    Raises
+    ------
+    SimError
+        Naming ``folder``, what is in the way, and ``--out``.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> d = Path(tempfile.mkdtemp())
+    >>> check_writable(d / "new" / "out")
+    >>> _ = (d / "file").write_text("")
+    >>> check_writable(d / "file" / "out")
+    Traceback (most recent call last):
+    ...
+    sim.errors.SimError: ... is a file, not a folder; choose another --out
+    """
+    out = Path(folder)
+    probe = out
+    while not probe.exists() and probe.parent != probe:
+        probe = probe.parent
+    if not probe.is_dir():
+        raise SimError(f"{out}: cannot make the output folder: {probe} is a file, not a folder; choose another --out")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        read_only = hasattr(os, "statvfs") and bool(os.statvfs(probe).f_flag & os.ST_RDONLY)
+        why = "a read-only file system" if read_only else "no write permission"
+        raise SimError(f"{out}: cannot write the output folder ({why} at {probe.resolve()}); "
+                       "choose another --out DIR")
+
+
 def clear_outputs(folder: str | Path, force: bool = False) -> list[str]:
     """Remove a previous run's outputs from ``folder``; return the names removed.
 
     Raises
     ------
     SimError
-        When ``folder`` holds other files and ``force`` is false.
+        When ``folder`` holds other files and ``force`` is false, or cannot be made or written
+        (:func:`check_writable`).
 
     Examples
     --------
@@ -44,10 +81,11 @@ def clear_outputs(folder: str | Path, force: bool = False) -> list[str]:
     ['old.png', 'summary.json']
     """
     out = Path(folder)
+    if out.exists() and not out.is_dir():
+        raise SimError(f"{out}: output path exists and is not a folder")
+    check_writable(out)
     if not out.exists():
         return []
-    if not out.is_dir():
-        raise SimError(f"{out}: output path exists and is not a folder")
     entries = sorted(out.iterdir())
     foreign = [p.name for p in entries if not _ours(p)]
     if foreign and not force:

@@ -70,6 +70,17 @@ def tiny_trace() -> pd.DataFrame:
     return df
 
 
+def micro_trace(ranks: int = 4, count: int = 65536) -> pd.DataFrame:
+    """The cheapest trace to replay: one fp32 AllReduce on ``ranks`` ranks, one GPU per server."""
+    df = pd.DataFrame({"rank": range(ranks), "comm": "world", "seq": 0, "op": "AllReduce", "count": count,
+                       "dtype": "fp32", "bytes": 4 * count, "root": -1, "nranks": ranks, "t_start_s": 0.0,
+                       "duration_s": np.nan, "host": [f"node{r}" for r in range(ranks)], "device": 0,
+                       "context": "", "algo": "", "proto": ""})
+    df.attrs["collsim"] = new_metadata(ranks, {"world": list(range(ranks))}, "hand-made:test_contract",
+                                       gpus_per_node=1)
+    return df
+
+
 def simrun(*args: str) -> tuple[int, str, str]:
     """Run ``simrun ARGS`` in this process; return (exit code, stdout, stderr)."""
     import contextlib
@@ -115,4 +126,4 @@ def run_json_and_links(tiny, out: Path, *extra: str) -> tuple[dict, pd.DataFrame
     return json.loads(stdout), pd.read_parquet(out / "links.parquet")
 
 
-__all__ = ["BUSBW_FACTOR", "COLLECTIVE_COLUMNS", "DTYPE_SIZE", "GPUS_PER_NODE", "INCAST_COLUMNS", "LINK_COLUMNS", "NCCLTESTS_S_FACTOR", "OPS", "ROOT", "SENDS", "SEND_BYTES", "SUMMARY_KEYS", "TIMESERIES_COLUMNS", "TINY_OPS", "TRACE_COLUMNS", "WORLD", "pair_fabric", "path_latency_s", "run_json_and_links", "simrun", "simrun_process", "tiny_trace", "without_wall"]
+__all__ = ["BUSBW_FACTOR", "COLLECTIVE_COLUMNS", "DTYPE_SIZE", "GPUS_PER_NODE", "INCAST_COLUMNS", "LINK_COLUMNS", "NCCLTESTS_S_FACTOR", "OPS", "ROOT", "SENDS", "SEND_BYTES", "SUMMARY_KEYS", "TIMESERIES_COLUMNS", "TINY_OPS", "TRACE_COLUMNS", "WORLD", "micro_trace", "pair_fabric", "path_latency_s", "run_json_and_links", "simrun", "simrun_process", "tiny_trace", "without_wall"]

@@ -22,6 +22,14 @@ def test_s1_readme_starts_with_the_two_commands():
     ]
 
 
+def test_s1_python_3_11_or_newer():
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert project["requires-python"].replace(" ", "") == ">=3.11"
+    assert project["scripts"]["simrun"]  # the console script of the two commands
+
+
 def test_s1_ci_runs_the_second_command():
     text = (ROOT / ".ci" / "run").read_text()
     assert "pip install -e '.[test]' && pytest" in text

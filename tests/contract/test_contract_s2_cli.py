@@ -46,6 +46,9 @@ SUBCOMMAND_OPTIONS = {
     "flows": ["--topo", "--set", "--routing", "--seed", "--out"],
     "export": ["--format", "-o"],
     "traces": [],
+    "compare": ["--trace", "--topo", "--set", "--out"],
+    "bench": ["--topo", "-b", "-e", "-f", "--set"],
+    "validate": ["--topo", "--set"],
 }
 
 
@@ -75,7 +78,7 @@ def test_s2_choices_of_algo_routing_and_ingest_format():
     for cmd in ("run", "flows"):
         assert {"ecmp", "spray", "single"} <= choices(cmd, "--routing")
     assert {"auto", "ring", "tree", "direct"} <= choices("run", "--algo")
-    assert {"auto", "nccl", "inspector", "kineto", "param"} <= choices("ingest", "--format")
+    assert {"auto", "nccl", "inspector", "kineto", "param", "nccl-tests"} <= choices("ingest", "--format")  # §2, §10
 
 
 @pytest.mark.parametrize("algo", ["ring", "tree", "direct"])
@@ -95,11 +98,59 @@ def test_s2_every_routing_runs(tiny, tmp_path, routing):
 
 
 def test_s2_default_out_folder(tiny, tmp_path, monkeypatch):
+    # a file named like a built-in trace in the working folder wins over the built-in (§1)
     monkeypatch.chdir(tmp_path)
-    code, out, err = simrun("run", "--trace", str(tiny), "--topo", "fat_tree", "--no-report")
+    (tmp_path / "ds_v3.parquet").write_bytes(tiny.read_bytes())
+    code, out, err = simrun("run", "--trace", "ds_v3.parquet", "--topo", "fat_tree", "--no-report")
     assert code == 0, err
-    assert (tmp_path / "simrun-out" / "tiny-fat_tree" / "summary.json").is_file()
+    summary = tmp_path / "simrun-out" / "ds_v3-fat_tree" / "summary.json"
+    assert summary.is_file()
+    assert json.loads(summary.read_text())["world_size"] == WORLD  # the built-in has 32 ranks
     assert "makespan" in out.lower()  # the summary table
+
+
+def test_s2_an_output_folder_that_cannot_be_made_is_refused_before_the_work(tiny, tmp_path):
+    (tmp_path / "a_file").write_text("")
+    out = tmp_path / "a_file" / "out"
+    code, stdout, err = simrun("run", "--trace", str(tiny), "--topo", "fat_tree", "--no-report", "--out", str(out))
+    assert code == 2 and stdout == ""  # nothing simulated, nothing printed
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("simrun: error:") and str(out) in lines[0]
+    assert "--out" in lines[0]
+
+
+def test_s2_traces_lists_each_builtin_on_one_line():
+    code, out, err = simrun("traces")
+    assert code == 0, err
+    lines = out.strip().splitlines()
+    names = [line.split()[0] for line in lines]
+    assert names == [name for name, _ in traces.list_builtin()] and len(set(names)) == len(names) >= 3
+    for name in names:
+        assert traces.resolve_trace_path(name).is_file()
+
+
+@pytest.mark.parametrize("argv", [["traces"], ["--help"]])
+def test_s2_a_closed_pipe_is_quiet_and_no_failure(argv, monkeypatch, capsys):
+    """``simrun traces | head -1``: the reader goes away; no traceback and not the internal-failure code 1."""
+    import errno
+
+    from sim.cli import EXIT_CLOSED_PIPE, main
+
+    class ClosedStdout:
+        def write(self, text):
+            raise BrokenPipeError(errno.EPIPE, "Broken pipe")
+
+        def flush(self):
+            raise BrokenPipeError(errno.EPIPE, "Broken pipe")
+
+        def isatty(self):
+            return False
+
+    monkeypatch.setattr("sys.stdout", ClosedStdout())
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == EXIT_CLOSED_PIPE == 141  # 128 + SIGPIPE, as a shell reports it
+    assert capsys.readouterr().err == ""
 
 
 def test_s2_json_prints_summary_json(run_out):
@@ -152,6 +203,25 @@ def test_s2_bad_input_exits_2_with_one_line(tiny, tmp_path, bad, named):
     assert "Traceback" not in err
 
 
+@pytest.mark.parametrize("bad, named", [
+    (["no_such_command"], "no_such_command"),
+    (["run", "--trace", "x.parquet"], "--topo"),
+    (["topo", "no_such_topology"], "no_such_topology"),
+    (["synth", "no-such-model", "-o", "x.parquet"], "no-such-model"),
+    (["ingest", "no_such.log", "-o", "x.parquet"], "no_such.log"),
+    (["analyze", "no_such.parquet"], "no_such.parquet"),
+    (["bench", "no_such_op", "--topo", "fat_tree"], "no_such_op"),
+    (["validate", "no_such_perf.txt", "--topo", "fat_tree"], "no_such_perf.txt"),
+    (["flows", "no_such_flows.csv", "--topo", "fat_tree"], "no_such_flows.csv"),
+])
+def test_s2_every_command_reports_bad_input_in_one_line(bad, named, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code, _, err = simrun(*bad)
+    assert code == 2
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("simrun: error:") and named in lines[0], err
+
+
 def test_s2_bad_input_in_a_process_names_the_file(tmp_path):
     bad = tmp_path / "broken.parquet"
     bad.write_text("not parquet at all\n")
@@ -178,8 +248,10 @@ def test_s2_set_takes_simulator_parameters(tiny, tmp_path):
     code, out, err = simrun(*base, "--set", "timing=trace", "--out", str(tmp_path / "t"))
     assert code == 0, err
     honoured = json.loads(out)["makespan_s"]
+    assert json.loads(out)["timing"] == "trace"  # §10: the replay mode used
     code, out, err = simrun(*base, "--set", "timing=asap", "--out", str(tmp_path / "a"))
     assert code == 0, err
+    assert json.loads(out)["timing"] == "asap"
     # the last op is issued at 3 ms in the trace; issued back to back the job ends far earlier
     assert honoured >= 3e-3 > json.loads(out)["makespan_s"]
 
@@ -244,3 +316,23 @@ def test_s2_synth_writes_a_schema_trace(tmp_path):
     api = traces.synthesize("llama3-8b", mode="training", tp=2, pp=2, dp=2, gpus_per_node=4, nodes=2, steps=1,
                             micro_batches=2)
     pd.testing.assert_frame_equal(api[list(TRACE_COLUMNS)], df[list(TRACE_COLUMNS)])
+
+
+def test_s2_a_broken_pipe_that_is_not_stdout_is_reported(monkeypatch, tmp_path, capsys):
+    """A BrokenPipeError from elsewhere (a socket) while stdout is fine is an error line, not a quiet 141."""
+    import errno
+
+    import sim.cli.traces as traces_command
+    from sim.cli import main
+
+    def broken():
+        raise BrokenPipeError(errno.EPIPE, "Broken pipe", "tcp://127.0.0.1:1")
+
+    monkeypatch.setattr(traces_command, "list_builtin", broken)
+    with (tmp_path / "stdout.txt").open("w") as stdout:  # a real descriptor that polls as writable
+        monkeypatch.setattr("sys.stdout", stdout)
+        with pytest.raises(SystemExit) as exc:
+            main(["traces"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("simrun: error:") and "Broken pipe" in err

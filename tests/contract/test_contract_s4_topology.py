@@ -121,6 +121,10 @@ def test_s4_topo_command(tmp_path):
     assert code == 0, err
     assert png.is_file() and png.stat().st_size > 0
     assert "bisection" in out.lower() and "oversubscription" in out.lower()
+    g = topologies.build("fat_tree", num_gpus=16, oversubscription=2)
+    kinds = [d["kind"] for _, d in g.nodes(data=True)]
+    for kind in ("gpu", "leaf", "spine", "core"):  # the counts per tier, as the graph has them
+        assert f"{kind} {kinds.count(kind)}" in out, kind
 
 
 def test_s4_preset_sizes_to_trace_unless_told(tiny, tmp_path):

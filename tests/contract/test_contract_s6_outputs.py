@@ -119,3 +119,24 @@ def test_s6_summary_agrees_with_tables(result):
     ts = result.link_timeseries
     assert (ts["utilization"] >= 0).all() and (ts["utilization"] <= 1 + 1e-6).all()
     assert s["max_link_utilization"] == pytest.approx(result.links["mean_utilization"].max(), rel=1e-9)
+    # t_s is a bin start: every bin starts inside the run
+    assert (ts["t_s"] >= 0).all() and (ts["t_s"] < s["makespan_s"]).all()
+    links = result.links.set_index(["src", "dst"])
+    assert set(zip(ts["src"], ts["dst"], strict=True)) <= set(links.index)
+    # per directed link: mean <= peak <= 1, time above 90 % within the run
+    assert (links["mean_utilization"] <= links["peak_utilization"] + 1e-9).all()
+    assert (links["peak_utilization"] <= 1 + 1e-6).all()
+    assert ((links["busy_above_90_s"] >= 0) & (links["busy_above_90_s"] <= s["makespan_s"])).all()
+    # hot_links name links of links.parquet, with their bytes and mean utilisation
+    for entry in s["hot_links"]:
+        row = links.loc[tuple(entry["link"].split("->"))]
+        assert entry["bytes"] == pytest.approx(row["bytes"], rel=1e-9)
+        assert entry["utilization"] == pytest.approx(row["mean_utilization"], rel=1e-9)
+    # an incast port is a directed link; its capacity is that link's
+    for port, cap in zip(result.incast["port"], result.incast["capacity_gbps"], strict=True):
+        assert cap == pytest.approx(links.loc[tuple(port.split("->")), "capacity_gbps"], rel=1e-9)
+    assert (result.incast["est_buffer_bytes"] >= 0).all()
+    # collectives: one algorithm named per row, end after start
+    coll = result.collectives
+    assert coll["algo"].map(lambda a: isinstance(a, str) and bool(a)).all()
+    assert (coll["end_s"] >= coll["start_s"]).all()

@@ -60,3 +60,12 @@ def test_s8_sweep_on_local_dask_matches_serial(tiny, tmp_path):
     b = pd.read_parquet(tmp_path / "d" / "sweep.parquet")
     assert len(a) == len(b) == 4
     pd.testing.assert_frame_equal(a[cols].reset_index(drop=True), b[cols].reset_index(drop=True))
+
+
+def test_s8_set_grid_forms_agree():
+    """``k=1|2,j=4|8`` in one --set, or one --set per key: the same grid (§10, last item)."""
+    from sim.cli.sweep import parse_grid
+
+    expected = {"oversubscription": [1, 2], "gpus_per_server": [4, 8]}
+    assert parse_grid(("oversubscription=1|2,gpus_per_server=4|8",)) == expected
+    assert parse_grid(("oversubscription=1|2", "gpus_per_server=4|8")) == expected

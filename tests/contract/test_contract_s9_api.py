@@ -53,3 +53,28 @@ def test_s9_simulate_accepts_seed_and_routing(tiny):
     b = sim.simulate(df, g, algo="ring", routing="single", seed=3)
     assert without_wall(a.summary) == without_wall(b.summary)
     assert not math.isnan(a.summary["makespan_s"])
+
+
+def test_s9_signatures_and_defaults():
+    import inspect
+
+    def defaults(fn):
+        return {n: p.default for n, p in inspect.signature(fn).parameters.items()}
+
+    assert list(defaults(sim.simulate))[:2] == ["trace_df", "topology"]
+    assert {"algo": "auto", "routing": "ecmp", "seed": 0}.items() <= defaults(sim.simulate).items()
+    assert any(p.kind is p.VAR_KEYWORD for p in inspect.signature(sim.simulate).parameters.values())  # **options
+    assert list(defaults(sim.simulate_flows))[:2] == ["topology", "flows"]
+    assert {"routing": "ecmp", "seed": 0}.items() <= defaults(sim.simulate_flows).items()
+    assert defaults(traces.ingest)["format"] == "auto"
+    assert list(defaults(topologies.fat_tree))[0] == "k"
+    for builder in (topologies.fat_tree, topologies.leaf_spine, topologies.rail_optimized, topologies.rail_only):
+        assert {"gpus_per_server", "link_gbps", "nvlink_gbps", "latency_us", "oversubscription"} <= set(defaults(builder))
+        assert defaults(builder)["oversubscription"] == 1
+
+
+def test_s9_result_frames_and_summary(result):
+    assert isinstance(result.summary, dict)
+    for name in ("collectives", "links", "link_timeseries", "incast"):
+        assert isinstance(getattr(result, name), pd.DataFrame), name
+    assert callable(result.write)
