@@ -279,9 +279,14 @@ def _finish_table(t: dict, where: str, report: IngestReport) -> dict:
     gpn = max(per_host.values()) if per_host else None
     for r in t["rows"]:
         r.pop("type", None)
+    # each rank's host and device, where the rank lines number the table's ranks 0..n-1 once each (SPEC §3:
+    # host "" and device -1 only when unknown)
+    place = {r[0]: (r[2], r[3]) for r in ranks}
+    if sorted(place) != list(range(int(nranks))) or len(place) != len(ranks):
+        place = {}
     return dict(op=t["op"], stem=t["stem"], dtype=t["dtype"], nranks=int(nranks), gpus_per_node=gpn,
                 nodes=len(per_host) or None, gpu=next((r[4] for r in ranks if r[4]), ""), line=t["line"],
-                rows=t["rows"])
+                rows=t["rows"], place=place)
 
 
 def read_nccl_tests(paths: list[Path], *, strict: bool = False, progress=None) -> tuple[pd.DataFrame, IngestReport]:
@@ -330,6 +335,8 @@ def tables_to_trace(tables: list[dict]) -> tuple[pd.DataFrame, dict]:
                         t_start_s=math.nan, duration_s=r["time_us"] * 1e-6, host="", device=-1,
                         context=f"nccl-tests {t['stem']} size={r['size']}", algo="", proto="", group=-1)
             for rank in range(n):
+                host, device = t.get("place", {}).get(rank, ("", -1))
+                base["host"], base["device"] = host, device
                 if t["op"] == "Send":
                     rows.append({**base, "rank": rank, "op": "Send", "root": (rank + 1) % n, "group": seq})
                     rows.append({**base, "rank": rank, "op": "Recv", "root": (rank - 1) % n, "group": seq})

@@ -245,3 +245,22 @@ def test_cli_refuses_with_one_line_and_exit_2(tmp_path):
     assert proc.stderr.strip().splitlines() == [
         f"simrun: error: {path}:1: nccl-tests table without its operation (no *_perf name or 'Collective test "
         "starting' line before it)"]
+
+
+def test_rank_lines_give_each_rank_its_host_and_device(tmp_path):
+    # SPEC §3: host "" / device -1 only when unknown; the "#  Rank r ... on HOST device D" lines name them
+    lines = [f"#  Rank {r:2d} Group  0 Pid {100 + r:6d} on {'node' + 'AB'[r // 4]:>10} device {r % 4:2d} [0000:18:00] H100"
+             for r in range(8)]
+    text = "# Collective test starting: all_reduce_perf\n" + "\n".join(lines) + "\n" + _text(
+        "  1024  256  float  sum  -1  10.0  0.10  0.18  0  10.0  0.10  0.18  0").split("\n", 3)[3]
+    path = tmp_path / "placed.txt"
+    path.write_text(text)
+    df = ingest(path, "nccl-tests")
+    placed = df.groupby("rank")[["host", "device"]].first()
+    assert placed["host"].tolist() == ["nodeA"] * 4 + ["nodeB"] * 4
+    assert placed["device"].tolist() == [0, 1, 2, 3] * 2
+    # without rank lines nothing is invented
+    bare = tmp_path / "bare.txt"
+    bare.write_text("\n".join(line for line in text.splitlines() if "Rank" not in line))
+    df = ingest(bare, "nccl-tests")
+    assert set(df["host"]) == {""} and set(df["device"]) == {-1}
