@@ -33,8 +33,10 @@ def wire_factor(proto: str, inter_node: bool, model: CostModel | None = None, al
     """Wire bytes per payload byte of a transfer: the protocol's lines and the link's efficiency.
 
     1 unless ``model.protocol_overhead``; then LL 16/8, LL128 128/120, Simple 1, divided by the NVLink
-    or NIC efficiency, and for NVLS / NVLSTree by NCCL's 5/6 (its NVLS bandwidth ratio: the
-    multimem reductions and multicasts reach 5/6 of the bandwidth NCCL's search gives the NVLS graph).
+    or NIC efficiency, and for the NVLink legs of NVLS / NVLSTree by NCCL's 5/6 (its NVLS bandwidth ratio:
+    the multimem reductions and multicasts reach 5/6 of the bandwidth NCCL's search gives the NVLS graph).
+    NVLSTree's network legs are a plain tree between the servers' NICs and pay the NIC efficiency only:
+    NCCL's tuner (tuning.cc, 2.28 on) puts its NVLS efficiency on ``bwIntra`` alone, never on ``bwInter``.
 
     Examples
     --------
@@ -44,13 +46,15 @@ def wire_factor(proto: str, inter_node: bool, model: CostModel | None = None, al
     4.0
     >>> wire_factor("Simple", False, CostModel(protocol_overhead=True), algo="nvls")
     1.2
+    >>> wire_factor("Simple", True, CostModel(protocol_overhead=True), algo="nvls_tree")
+    1.0
     """
     p = _proto_index(proto)
     model = model or DEFAULT_MODEL
     if not model.protocol_overhead:
         return 1.0
     eff = model.nic_efficiency if inter_node else model.nvlink_efficiency
-    if algo in ("nvls", "nvls_tree"):
+    if algo in ("nvls", "nvls_tree") and not inter_node:
         eff *= NVLS_ALGBW_RATIO
     return WIRE_BYTES_PER_PAYLOAD[PROTOS[p]] / eff
 
