@@ -84,8 +84,10 @@ def read_trace(path_or_name: str | Path) -> pd.DataFrame:
                          "traces.write_trace or simrun ingest/synth")
     try:
         meta: dict[str, Any] = json.loads(raw_meta)
-    except json.JSONDecodeError as exc:
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:  # bytes that are not UTF-8 are not JSON text
         raise TraceError(f"{path}: metadata key '{METADATA_KEY}' is not JSON ({exc})") from None
+    except RecursionError:  # nesting deeper than the interpreter's stack: no consumer reads such metadata
+        raise TraceError(f"{path}: metadata key '{METADATA_KEY}' is JSON nested too deeply to read") from None
     if not isinstance(meta, dict):
         raise TraceError(f"{path}: metadata key '{METADATA_KEY}' is not a JSON object")
     version = meta.get("schema_version")

@@ -184,6 +184,8 @@ def load_json(path: Path) -> Any:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise TraceError(f"{path}:{exc.lineno}: malformed JSON at column {exc.colno} ({exc.msg})") from None
+    except RecursionError:  # arrays or objects nested deeper than the parser's stack: no trace is shaped so
+        raise TraceError(f"{path}: JSON nested too deeply to read (not a trace)") from None
 
 
 @dataclass
