@@ -37,9 +37,15 @@ def resolve_trace_path(path_or_name: str | Path) -> Path:
     """
     if not isinstance(path_or_name, str | os.PathLike):
         raise TraceError(f"a trace is named by a path or a built-in name, got {short_repr(path_or_name)}")
+    if not str(path_or_name).strip():  # Path("") is the current folder
+        raise TraceError("the trace name is empty (give a .parquet file or a built-in name)")
     path = Path(path_or_name).expanduser()
     if path.is_file():
         return path
+    if path.is_dir():
+        raise TraceError(f"{path}: is a folder, not a Parquet trace (a trace is one .parquet file)")
+    if path.exists():  # a FIFO, socket or device: Parquet is read from its end, which a stream has not
+        raise TraceError(f"{path}: not a regular file (a FIFO or device); a trace is one .parquet file")
     if path.name == str(path_or_name):  # a bare name: look among the built-in traces
         for candidate in (path.name, f"{path.name}.parquet"):
             if (builtin_dir() / candidate).is_file():
