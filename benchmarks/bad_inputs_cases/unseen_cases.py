@@ -252,6 +252,10 @@ CASES: list[Case] = [
     Case("flows-start-huge", "a flow starting at 1e300 s", expect="is not a number in 0..1e+06",
          argv=lambda d: ["flows", str(flows_file(d, "src,dst,bytes,start_s\n0,1,100,1e300\n")), "--topo", "fat_tree",
                          "-o", str(d / "f")]),
+    Case("bench-factor-inf", "bench -f inf (overflowed int)", expect="factor inf must be > 1 and finite",
+         argv=lambda d: ["bench", "all_reduce", "--topo", "fat_tree", "-f", "inf", "-o", str(d / "b")]),
+    Case("bench-rows-huge", "bench -b 1 -e 1G -i 1 (10**9 rows: hung)", expect="more than the limit of 10,000",
+         argv=lambda d: ["bench", "all_reduce", "--topo", "fat_tree", "-b", "1", "-e", "1G", "-i", "1", "-o", str(d / "b")]),
     Case("topo-draw-nosuffix", "topo --draw without a suffix", expect="cannot draw a file without a suffix",
          argv=lambda d: ["topo", "fat_tree", "--draw", str(d / "fabric")]),
 ]
