@@ -27,6 +27,7 @@ import numpy as np
 from traces.arrays import Text, combined_codes, duplicated, factorize
 from traces.atomic import short_repr
 from traces.errors import TraceError
+from traces.metadata_keys import check_optional_keys
 from traces.lazy import lazy_module
 from traces.vocabulary import DTYPE_BYTES, METADATA_KEY, OPS, P2P_OPS, ROOTED_OPS
 
@@ -199,7 +200,7 @@ def check_metadata(meta: Mapping[str, Any]) -> None:
     source = meta.get("source")
     if source is not None and not isinstance(source, str):
         raise TraceError(f"metadata 'source' must be a string, got {short_repr(source)}")
-    _check_optional_keys(meta)
+    check_optional_keys(meta)
     comms = meta.get("comms")
     if comms is None:
         return
@@ -217,37 +218,6 @@ def check_metadata(meta: Mapping[str, Any]) -> None:
         arr = arr[arr >= 0]
         if np.unique(arr).size != arr.size:
             raise TraceError(f"metadata 'comms'[{short_repr(comm)}] lists a rank twice")
-
-
-def _check_optional_keys(meta: Mapping[str, Any]) -> None:
-    """The optional metadata keys that consumers read (SPEC §3 and the extension keys): each of its type.
-
-    ``parallelism`` a mapping, ``notes`` a list of strings, ``model`` a string, ``time_origin_s`` a finite
-    number, ``rings`` a mapping of comm id to a list of rings (lists of integer ranks); the simulator
-    then checks each ring against its communicator.
-
-    Examples
-    --------
-    >>> _check_optional_keys({"parallelism": "tp=8"})
-    Traceback (most recent call last):
-    ...
-    traces.errors.TraceError: metadata 'parallelism' must be a JSON object, got 'tp=8'
-    """
-    for key, kind, what in (("parallelism", Mapping, "a JSON object"), ("model", str, "a string"),
-                            ("notes", list, "a list of strings"), ("rings", Mapping, "a JSON object")):
-        value = meta.get(key)
-        if value is not None and not isinstance(value, kind):
-            raise TraceError(f"metadata '{key}' must be {what}, got {short_repr(value)}")
-    if not all(isinstance(n, str) for n in meta.get("notes") or ()):
-        raise TraceError(f"metadata 'notes' must be a list of strings, got {short_repr(meta['notes'])}")
-    origin = meta.get("time_origin_s")
-    if origin is not None and (not isinstance(origin, int | float) or isinstance(origin, bool)
-                               or not np.isfinite(origin)):
-        raise TraceError(f"metadata 'time_origin_s' must be a finite number of seconds, got {short_repr(origin)}")
-    for comm, rings in (meta.get("rings") or {}).items():
-        if not isinstance(rings, list) or not all(isinstance(r, list) and all(map(_is_int, r)) for r in rings):
-            raise TraceError(f"metadata 'rings'[{short_repr(comm)}] must be a list of rings (lists of ranks), "
-                             f"got {short_repr(rings)}")
 
 
 def _column(out: Columns, name: str) -> np.ndarray | Text:
