@@ -23,8 +23,13 @@ import pandas as pd
 from sim.engine.stats import LinkStats, Meter
 from sim.errors import SimError
 from sim.network.flow_network import FlowNetwork
+from sim.option_values import check_seed
 
-__all__ = ["FLOW_COLUMNS", "FlowsResult", "run_flows", "simulate_flows"]
+__all__ = ["FLOW_COLUMNS", "MAX_FLOW_BYTES", "MAX_START_S", "FlowsResult", "run_flows", "simulate_flows"]
+
+#: Largest flow size and start time taken (as the trace schema's MAX_OP_BYTES and MAX_SPAN_S).
+MAX_FLOW_BYTES = 1 << 53
+MAX_START_S = 1e6
 
 #: Required input columns (SPEC §5).
 FLOW_COLUMNS: tuple[str, ...] = ("src", "dst", "bytes", "start_s")
@@ -129,6 +134,7 @@ def _replay(topology: nx.Graph, flows: pd.DataFrame, routing: str, seed: int, co
     if not isinstance(topology, nx.Graph):
         raise TopologyError(f"a topology is a networkx.Graph, got {type(topology).__name__}")
     validate_graph(topology, str(topology.graph.get("name") or "topology"))  # e.g. a negative latency_us
+    seed = check_seed(seed)  # as sim.simulate does ("x" failed inside the router's hash)
     router = Router(topology, routing=routing, seed=seed)
     src, dst, size, start = _checked_columns(flows, router.num_gpus)
     n = src.size
@@ -200,9 +206,12 @@ def _checked_columns(flows: pd.DataFrame, num_gpus: int):
         if column != "start_s":
             bad |= values != np.round(values)
         bad |= values < 0
+        # the trace schema's limits (docs/limits.md): sizes exact in float64, times within 11.6 days
+        bad |= values > (MAX_START_S if column == "start_s" else MAX_FLOW_BYTES)
         if bad.any():
             row = int(np.flatnonzero(bad)[0])
-            want = "a number >= 0" if column == "start_s" else "a whole number >= 0"
+            want = (f"a number in 0..{MAX_START_S:g}" if column == "start_s" else
+                    f"a whole number in 0..{MAX_FLOW_BYTES}" if column == "bytes" else "a whole number >= 0")
             value = flows[column].iloc[row]
             value = value.item() if isinstance(value, np.generic) else value
             raise SimError(f"flows: column '{column}', row {row}: {value!r} is not {want}")

@@ -71,7 +71,8 @@ def image_format(path: str | Path) -> str:
     supported = sorted(Figure().canvas.get_supported_filetypes())
     fmt = Path(path).suffix.lower().lstrip(".")
     if fmt not in supported:
-        raise TopologyError(f"{path}: cannot draw a '.{fmt}' file; use an image suffix: "
+        what = f"a '.{fmt}' file" if fmt else "a file without a suffix"
+        raise TopologyError(f"{path}: cannot draw {what}; use an image suffix: "
                             + ", ".join(f".{s}" for s in supported))
     return fmt
 

@@ -27,6 +27,7 @@ import numpy as np
 from traces.arrays import Text, combined_codes, duplicated, factorize
 from traces.atomic import short_repr
 from traces.errors import TraceError
+from traces.metadata_keys import check_optional_keys
 from traces.lazy import lazy_module
 from traces.vocabulary import DTYPE_BYTES, METADATA_KEY, OPS, P2P_OPS, ROOTED_OPS
 
@@ -50,6 +51,7 @@ __all__ = [
     "rebase_times",
     "split_lengths",
     "split_out_of_range",
+    "split_sums",
 ]
 
 MAX_WORLD_SIZE = 1 << 20
@@ -198,6 +200,7 @@ def check_metadata(meta: Mapping[str, Any]) -> None:
     source = meta.get("source")
     if source is not None and not isinstance(source, str):
         raise TraceError(f"metadata 'source' must be a string, got {short_repr(source)}")
+    check_optional_keys(meta)
     comms = meta.get("comms")
     if comms is None:
         return
@@ -259,6 +262,11 @@ def check_rows(out: Columns, meta: Mapping[str, Any], split_len: np.ndarray) -> 
     if split_len.any():
         _fail(split_out_of_range(_column(out, "split_bytes"), split_len),
               f"field 'split_bytes' has an entry outside 0..{MAX_OP_BYTES}")
+        # SPEC/readers: an uneven AllToAll's count is its total sent // dtype size // nranks; a count that
+        # disagrees would leave two sizes for one op, one of them silently unused
+        with_split = split_len > 0
+        expect = split_sums(_column(out, "split_bytes"), split_len) // np.maximum(sizes, 1) // np.maximum(nranks, 1)
+        _fail(with_split & (count != expect), "field 'count' is not sum(split_bytes) // dtype size // nranks", count)
     for name in ("t_start_s", "duration_s"):
         t = _column(out, name)
         _fail(np.isinf(t), f"field '{name}' is infinite (NaN means unknown)", t)
@@ -303,6 +311,33 @@ def split_out_of_range(splits: np.ndarray, split_len: np.ndarray) -> np.ndarray:
         if out.any():
             bad[np.repeat(part, split_len[part])[out]] = True
     return bad
+
+
+def split_sums(splits: np.ndarray, split_len: np.ndarray) -> np.ndarray:
+    """Total bytes of each row's ``split_bytes`` (0 for a row without), exact in int64; -1 where the total
+    would reach 2**62 (no real op sends that much; its entries are in range, so the row is refused).
+
+    Examples
+    --------
+    >>> split_sums(np.array([(1, 2), (), (5, 5)], dtype=object), np.array([2, 0, 2])).tolist()
+    [3, 0, 10]
+    """
+    total = np.zeros(len(splits), np.int64)
+    rows = np.flatnonzero(split_len)
+    if not len(rows):
+        return total
+    step = max(1, SPLIT_CHUNK_ENTRIES // int(split_len[rows].max()))  # rows per chunk of ~SPLIT_CHUNK_ENTRIES
+    for lo in range(0, len(rows), step):
+        part = rows[lo:lo + step]
+        values = splits[part]
+        flat = (np.concatenate(values.tolist()) if isinstance(values[0], np.ndarray)
+                else np.fromiter(itertools.chain.from_iterable(values), dtype=np.int64,
+                                 count=int(split_len[part].sum()))).astype(np.int64, copy=False)
+        offsets = np.concatenate([[0], np.cumsum(split_len[part])[:-1]])
+        rough = np.add.reduceat(flat.astype(np.float64), offsets)  # entries are <= 2**53: no overflow here
+        exact = np.add.reduceat(flat, offsets)
+        total[part] = np.where(rough < 2.0**62, exact, -1)
+    return total
 
 
 def split_lengths(out: Columns) -> np.ndarray:

@@ -37,9 +37,15 @@ def resolve_trace_path(path_or_name: str | Path) -> Path:
     """
     if not isinstance(path_or_name, str | os.PathLike):
         raise TraceError(f"a trace is named by a path or a built-in name, got {short_repr(path_or_name)}")
+    if not str(path_or_name).strip():  # Path("") is the current folder
+        raise TraceError("the trace name is empty (give a .parquet file or a built-in name)")
     path = Path(path_or_name).expanduser()
     if path.is_file():
         return path
+    if path.is_dir():
+        raise TraceError(f"{path}: is a folder, not a Parquet trace (a trace is one .parquet file)")
+    if path.exists():  # a FIFO, socket or device: Parquet is read from its end, which a stream has not
+        raise TraceError(f"{path}: not a regular file (a FIFO or device); a trace is one .parquet file")
     if path.name == str(path_or_name):  # a bare name: look among the built-in traces
         for candidate in (path.name, f"{path.name}.parquet"):
             if (builtin_dir() / candidate).is_file():
@@ -84,8 +90,10 @@ def read_trace(path_or_name: str | Path) -> pd.DataFrame:
                          "traces.write_trace or simrun ingest/synth")
     try:
         meta: dict[str, Any] = json.loads(raw_meta)
-    except json.JSONDecodeError as exc:
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:  # bytes that are not UTF-8 are not JSON text
         raise TraceError(f"{path}: metadata key '{METADATA_KEY}' is not JSON ({exc})") from None
+    except RecursionError:  # nesting deeper than the interpreter's stack: no consumer reads such metadata
+        raise TraceError(f"{path}: metadata key '{METADATA_KEY}' is JSON nested too deeply to read") from None
     if not isinstance(meta, dict):
         raise TraceError(f"{path}: metadata key '{METADATA_KEY}' is not a JSON object")
     version = meta.get("schema_version")

@@ -13,6 +13,7 @@ re-exported here.
 from __future__ import annotations
 
 import importlib
+import os
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -232,6 +233,16 @@ def ingest(
 STREAMING: dict[str, str] = {"nccl": "scan_nccl_logs"}
 
 
+def _refuse_overwriting_an_input(out: str | Path, files: list[Path]) -> None:
+    """``-o`` naming one of the inputs would replace the measured log with the trace made from it."""
+    target = Path(out).expanduser()
+    if not target.is_file():
+        return
+    for f in files:
+        if os.path.samefile(target, f):
+            raise TraceError(f"{out}: the output is one of the input files; it would be replaced by the trace")
+
+
 def ingest_to_parquet(
     paths: str | Path | Iterable[str | Path],
     out: str | Path,
@@ -265,6 +276,7 @@ def ingest_to_parquet(
     from traces.io import TraceWriter, write_trace
 
     inputs, format = _inputs_and_format(paths, format)
+    _refuse_overwriting_an_input(out, inputs.files)
     if format not in STREAMING:
         df = ingest(paths, format, strict=strict, progress=progress)
         write_trace(df, out)

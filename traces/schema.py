@@ -183,6 +183,10 @@ def normalize(df: pd.DataFrame, metadata: Mapping[str, Any] | None = None) -> pd
             if col.dtype == object and pd.api.types.infer_dtype(col, skipna=False) == "string":
                 data[name] = col.to_numpy()
             else:
+                missing = col.isna().to_numpy()
+                if name == "comm" and missing.any():  # "" would be a communicator of its own
+                    raise TraceError(f"row {int(missing.argmax())}: field 'comm' is missing (null) "
+                                     f"(found in {int(missing.sum())} row(s))")
                 data[name] = col.fillna("").astype(str).to_numpy(dtype=object)
         elif dtype == "float64":
             data[name] = checks.exact_float(col, name)

@@ -11,6 +11,8 @@ NVIDIA/nccl-tests ``src/common.cu`` (size parsing, ``-b/-e/-f/-i``), ``src/*.cu`
 
 from __future__ import annotations
 
+import math
+
 import re
 
 from sim.errors import SimError
@@ -89,18 +91,30 @@ def bench_sizes(min_bytes: int, max_bytes: int, factor: float = 2.0, step_bytes:
     if step_bytes is not None:
         if step_bytes <= 0:
             raise SimError(f"step {step_bytes} must be > 0")
+        _check_rows((max_bytes - size) // int(step_bytes) + 1)
         while size <= max_bytes:
             out.append(size)
             size += int(step_bytes)
         return out
-    if not factor > 1:
-        raise SimError(f"factor {factor} must be > 1")
+    if not 1 < factor < math.inf:  # inf overflowed int(); NaN compares False
+        raise SimError(f"factor {factor} must be > 1 and finite")
     if size == 0:
         return [0]
+    _check_rows(math.log(max(max_bytes, size) / size) / math.log(factor) + 1)
     while size <= max_bytes:
         out.append(size)
         size = int(size * factor)
     return out
+
+
+#: Most rows one bench sweeps (nccl-tests tables have ~30; `-b 1 -e 1G -i 1` asked for 10**9 and hung).
+MAX_BENCH_ROWS = 10_000
+
+
+def _check_rows(rows: float) -> None:
+    if rows > MAX_BENCH_ROWS:
+        raise SimError(f"these sizes make {rows:,.0f} rows, more than the limit of {MAX_BENCH_ROWS:,} "
+                       "(use a larger -i or -f)")
 
 
 def trace_op(name: str) -> str:

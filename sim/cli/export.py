@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import click
@@ -21,9 +22,12 @@ def command(trace: str, fmt: str, output: Path, per_host: bool) -> None:
     if fmt not in _EXPORT_FORMATS:
         raise click.UsageError(f"--format {fmt!r} is not supported; choose one of: {', '.join(_EXPORT_FORMATS)}")
     from traces.formats.nccl.reader import write_nccl_log
-    from traces.io import read_trace
+    from traces.io import read_trace, resolve_trace_path
 
     df = read_trace(trace)
+    source = resolve_trace_path(trace)
+    if output.is_file() and os.path.samefile(output, source):  # the log text would replace the trace
+        raise click.UsageError(f"{output}: the output is the trace being exported; choose another -o")
     written = write_nccl_log(df, output, per_host=per_host)
     click.echo(f"wrote {len(df)} ops as NCCL log text to {len(written)} file(s): "
                + ", ".join(str(p) for p in written[:4]) + (" ..." if len(written) > 4 else ""))

@@ -82,6 +82,14 @@ def test_export_unknown_format_is_usage_error(tmp_path: Path, capsys: pytest.Cap
     assert code == 2 and stderr.startswith("simrun: error:") and "csv" in stderr
 
 
+def test_export_refuses_to_write_over_its_own_trace(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    parquet = tmp_path / "t.parquet"
+    assert _run(["ingest", str(KINETO), "-o", str(parquet)], capsys)[0] == 0
+    before = parquet.read_bytes()
+    code, _, stderr = _run(["export", str(parquet), "--format", "nccl", "-o", str(parquet)], capsys)
+    assert code == 2 and "the output is the trace being exported" in stderr and parquet.read_bytes() == before
+
+
 def test_export_nccl(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     if importlib.util.find_spec("traces.formats.nccl.reader") is None:
         pytest.skip("traces.formats.nccl.reader is not written yet")

@@ -129,11 +129,21 @@ def test_simulate_flows_equals_run_flows_without_the_link_statistics(fat_tree16,
     (lambda f: f.assign(dst=[1, 99]), r"column 'dst', row 1: gpu99 is not in the topology"),
     (lambda f: f.assign(src=[0.5, 1]), r"column 'src', row 0"),
     (lambda f: f.assign(start_s=[0.0, np.nan]), r"column 'start_s', row 1"),
+    (lambda f: f.assign(bytes=[10, 1e30]), r"column 'bytes', row 1: 1e\+30 is not a whole number in 0\.\.9007199254740992"),
+    (lambda f: f.assign(start_s=[0.0, 1e300]), r"column 'start_s', row 1: 1e\+300 is not a number in 0\.\.1e\+06"),
 ])
 def test_bad_input_names_column_and_row(fat_tree16, change, message):
     flows = pd.DataFrame({"src": [0, 1], "dst": [1, 2], "bytes": [10, 20], "start_s": [0.0, 0.0]})
     with pytest.raises(SimError, match=message):
         simulate_flows(fat_tree16, change(flows))
+
+
+def test_seed_is_checked_as_simulate_checks_it(fat_tree16):
+    from sim.errors import OptionError
+
+    flows = pd.DataFrame({"src": [0], "dst": [1], "bytes": [10], "start_s": [0.0]})
+    with pytest.raises(OptionError, match="seed='x': must be an integer"):
+        simulate_flows(fat_tree16, flows, seed="x")
 
 
 # ----------------------------------------------------------------------------- CLI

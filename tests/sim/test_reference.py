@@ -53,7 +53,8 @@ def make_trace(world: int, gpn: int, ops: list[tuple], durations: bool = False) 
             rng = np.random.default_rng(seed)
             split = (rng.integers(0, size + 1, size=(n, n)) * rng.choice([0.05, 1.0, 4.0], size=(n, 1))).astype(np.int64)
             np.fill_diagonal(split, 0)
-            rows += [_rows(r, comm, op, max(1, int(split[i].sum()) // n), -1, n, t, dur, tuple(int(x) for x in split[i]))
+            # count = total sent // dtype size // nranks, as the readers write it (traces/checks.py refuses others)
+            rows += [_rows(r, comm, op, int(split[i].sum()) // n, -1, n, t, dur, tuple(int(x) for x in split[i]))
                      for i, r in enumerate(ranks)]
         else:
             rows += [_rows(r, comm, op, size, 0 if op == "Broadcast" else -1, n, t, dur) for r in ranks]

@@ -49,6 +49,7 @@ def test_topo_draws_a_summary_for_large_fabrics(tmp_path, capsys):
     (["topo", "fat_tree", "--set", "radix=8"], "unknown parameter 'radix'"),
     (["topo", "fat_tree", "--set", "k=eight"], "parameter 'k' of fat_tree must be an int"),
     (["topo", "dragonfly"], "unknown topology 'dragonfly'"),
+    (["topo", "fat_tree", "--draw", "fabric"], "fabric: cannot draw a file without a suffix"),
 ])
 def test_bad_input_is_one_error_line_and_exit_2(argv, words, capsys):
     code, out, err = run(argv, capsys)

@@ -31,7 +31,7 @@ def _block(n: int, **changes: object) -> dict[str, np.ndarray]:
         "group": np.full(n, -1),
     }
     splits = np.empty(n, dtype=object)
-    splits[:] = [(8, 8) if a else () for a in a2a.tolist()]
+    splits[:] = [(16, 16) if a else () for a in a2a.tolist()]  # count 4 fp32 = 32 bytes over 2 peers
     cols["split_bytes"] = splits
     cols.update(changes)
     return cols

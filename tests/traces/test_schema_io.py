@@ -113,8 +113,9 @@ def test_split_bytes_and_group_round_trip(tmp_path):
 def test_split_entries_are_checked_exactly_as_tuples_and_as_arrays(as_array):
     def frame(values):
         split = np.array(values, dtype=np.int64) if as_array else tuple(values)
-        other = np.array([5, 5], dtype=np.int64) if as_array else (5, 5)
-        return _frame([_row(op="AllToAll", count=3, bytes=12, split_bytes=split),
+        other = np.array([12, 12], dtype=np.int64) if as_array else (12, 12)
+        count = max(sum(values), 0) // 4 // 2  # the total sent // fp32 size // nranks (checked too)
+        return _frame([_row(op="AllToAll", count=count, bytes=4 * count, split_bytes=split),
                        _row(op="AllToAll", rank=1, count=3, bytes=12, split_bytes=other)])
 
     assert validate(frame([4, 2**53]))["split_bytes"].map(len).tolist() == [2, 2]
@@ -178,3 +179,63 @@ def test_parquet_without_metadata_is_a_clear_error(tmp_path):
     pq.write_table(pa.Table.from_pandas(validate(_frame([_row()])).drop(columns=["split_bytes"])), bare)
     with pytest.raises(TraceError, match="bare.parquet.*no 'collsim' metadata"):
         read_trace(bare)
+
+
+@pytest.mark.parametrize("raw, words", [
+    (b'{"schema_version": 1, "source": "r\xe9seau"}', "is not JSON"),  # latin-1 bytes: a UnicodeDecodeError before
+    (b"[" * 100_000 + b"]" * 100_000, "is JSON nested too deeply"),  # a RecursionError before
+], ids=["latin-1", "deep"])
+def test_metadata_that_cannot_be_decoded_is_one_clear_error(tmp_path, raw, words):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "m.parquet"
+    table = pa.Table.from_pandas(validate(_frame([_row()])).drop(columns=["split_bytes"]))
+    pq.write_table(table.replace_schema_metadata({"collsim": raw}), path)
+    with pytest.raises(TraceError, match=f"m.parquet: metadata key 'collsim' {words}"):
+        read_trace(path)
+
+
+@pytest.mark.parametrize("key, value", [("parallelism", "tp=8"), ("notes", "x"), ("notes", [1]), ("model", 5),
+                                        ("rings", "x"), ("rings", {"c0": [0, 1]}), ("time_origin_s", "x"),
+                                        ("time_origin_s", math.inf)])
+def test_optional_metadata_of_the_wrong_type_names_the_key(key, value):
+    df = _frame([_row(), _row(rank=1)])
+    df.attrs["collsim"] = {**df.attrs["collsim"], key: value}
+    with pytest.raises(TraceError, match=f"metadata '{key}'"):
+        validate(df)
+
+
+def test_null_comm_is_refused_not_read_as_a_comm_of_its_own():
+    df = _frame([_row(), _row(rank=1, comm=None)])
+    with pytest.raises(TraceError, match=r"row 1: field 'comm' is missing \(null\)"):
+        validate(df)
+
+
+def test_uneven_alltoall_count_must_follow_its_splits():
+    ok = [_row(op="AllToAll", count=3, bytes=12, split_bytes=(4, 20)), _row(op="AllToAll", rank=1, count=3,
+                                                                            bytes=12, split_bytes=(12, 12))]
+    assert len(validate(_frame(ok))) == 2  # (4 + 20) // 4 // 2 == 3
+    bad = [{**ok[0], "split_bytes": (1, 2)}, ok[1]]
+    with pytest.raises(TraceError, match=r"row 0: field 'count' is not sum\(split_bytes\) // dtype size // nranks"):
+        validate(_frame(bad))
+
+
+def test_split_sums_exact_and_over_chunks(monkeypatch):
+    from traces import checks
+
+    monkeypatch.setattr(checks, "SPLIT_CHUNK_ENTRIES", 3)
+    splits = np.fromiter([np.array([2**53, 2**53 - 1], np.int64)] * 4 + [np.zeros(0, np.int64)], dtype=object, count=5)
+    assert checks.split_sums(splits, np.array([2] * 4 + [0])).tolist() == [2**54 - 1] * 4 + [0]
+
+
+@pytest.mark.parametrize("kind", ["folder", "fifo", "empty"])
+def test_a_trace_that_is_not_a_file_says_what_it_is(tmp_path, kind):
+    import os
+
+    path = {"folder": tmp_path, "fifo": tmp_path / "f.parquet", "empty": ""}[kind]
+    if kind == "fifo":
+        os.mkfifo(path)
+    words = {"folder": "is a folder", "fifo": "not a regular file", "empty": "the trace name is empty"}[kind]
+    with pytest.raises(TraceError, match=words):
+        read_trace(path)

@@ -20,3 +20,19 @@ def test_bad_plans_raise_trace_error():
         synthesize("deepseek-v3", engine="trt")
     with pytest.raises(TraceError, match="distribution"):
         synthesize("deepseek-v3", engine="vllm", tp=2, prompt_tokens="gauss:1")
+
+
+@pytest.mark.parametrize("plan, words", [
+    ({"arrival_rate": float("nan")}, "option 'arrival_rate' must be a finite number >= 0, got nan"),  # was empty
+    ({"arrival_rate": float("inf")}, "option 'arrival_rate' must be a finite number >= 0"),
+    ({"mfu": 2.0}, r"option 'mfu' must be a finite number in \(0, 1\]"),
+    ({"mfu": "nan"}, "option 'mfu' must be a finite number"),  # text from --set: a TypeError deep in the model
+    ({"seed": -1}, r"option 'seed' must be an integer from 0 to 2\*\*63-1"),  # a numpy ValueError before
+    ({"seed": 1.5}, "option 'seed' must be an integer"),
+])
+def test_seed_and_number_options_are_checked_before_use(plan, words):
+    with pytest.raises(TraceError, match=words):
+        synthesize("deepseek-v3", **plan)
+    if "arrival_rate" not in plan:  # training has no arrivals; the other options are checked alike
+        with pytest.raises(TraceError, match=words):
+            synthesize("llama3-8b", mode="training", tp=2, **plan)

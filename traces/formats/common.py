@@ -160,6 +160,7 @@ def finish_frame(
         use = coll & df["comm"].map(hinted.to_dict()).eq(True).to_numpy()
         if use.any() and not df[use].duplicated(["comm", "rank", "seq_hint"]).any():
             df.loc[use, "seq"] = hint[use]
+        _check_counts(df["count"], sink, report)
         df["bytes"] = df["count"].astype("int64") * df["dtype"].map(DTYPE_BYTES).astype("int64")
         times = df["_t"].to_numpy()
         if t0_us is None:
@@ -180,9 +181,32 @@ def finish_frame(
     # Validate with only what the checks need: pandas deep-copies attrs on every operation, and a
     # large ``comms`` table made that copying the slowest part of an ingest.
     df.attrs = {METADATA_KEY: {"world_size": world}}
-    out = validate(df, collectives=False)  # checked in full by write_trace / read_trace
+    try:
+        out = validate(df, collectives=False)  # checked in full by write_trace / read_trace
+    except TraceError as exc:  # the row numbers are the frame's: name the input files too
+        raise TraceError(f"{_inputs(report)}: {exc}") from None
     out.attrs = {METADATA_KEY: meta}
     return out
+
+
+def _inputs(report: IngestReport) -> str:
+    """The files a reader read, for an error message: the file, or the first few of them."""
+    files = report.files
+    if len(files) <= 2:
+        return ", ".join(files) or "ingest"
+    return f"{files[0]}, {files[1]} and {len(files) - 2} more file(s)"
+
+
+def _check_counts(count: pd.Series, sink: RowSink, report: IngestReport) -> None:
+    """Refuse an element count that is not an integer in ``0..2**53`` before it is cast to int64 (a count of
+    10**30 in a JSON record would overflow there, and a wrapped one would be wrong data)."""
+    if count.dtype.kind in "iu" and (not len(count) or (count.min() >= 0 and count.max() <= 1 << 53)):
+        return
+    for row in sink.rows:
+        value = row["count"]
+        if not (isinstance(value, int | np.integer) and 0 <= value <= 1 << 53):
+            raise TraceError(f"{_inputs(report)}: rank {row['rank']} {row['op']} on {row['comm']}: element "
+                             f"count {str(value)[:40]} is outside 0..2**53")
 
 
 # --------------------------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ import glob
 import gzip
 import json
 import lzma
+import os
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -184,6 +185,8 @@ def load_json(path: Path) -> Any:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise TraceError(f"{path}:{exc.lineno}: malformed JSON at column {exc.colno} ({exc.msg})") from None
+    except RecursionError:  # arrays or objects nested deeper than the parser's stack: no trace is shaped so
+        raise TraceError(f"{path}: JSON nested too deeply to read (not a trace)") from None
 
 
 @dataclass
@@ -242,11 +245,15 @@ def expand_inputs(paths: str | Path | list[str | Path] | tuple) -> Inputs:
         For a path that does not exist (and matches nothing as a glob), a folder or glob with no files, or
         no path at all.
     """
-    items = [paths] if isinstance(paths, str | Path) else list(paths)
+    if not isinstance(paths, str | os.PathLike | list | tuple):
+        raise TraceError(f"input files are a path or a list of paths, got {type(paths).__name__}")
+    items = [paths] if isinstance(paths, str | os.PathLike) else list(paths)
     if not items:
         raise TraceError("no input files given")
     out = Inputs()
     for item in items:
+        if not isinstance(item, str | os.PathLike):
+            raise TraceError(f"an input file is a path, got {type(item).__name__}")
         path = Path(item).expanduser()
         if path.is_file():
             out.add(path, found=False)
@@ -260,6 +267,8 @@ def expand_inputs(paths: str | Path | list[str | Path] | tuple) -> Inputs:
             where = f"{item}: pattern"
             if not files:
                 raise TraceError(f"{item}: no file matches this pattern")
+        elif path.exists():  # a FIFO, socket or device: formats are told from the head, then read again
+            raise TraceError(f"{path}: not a regular file (a FIFO or device); give the file itself")
         else:
             raise TraceError(f"{path}: no such file or folder")
         kept = [f for f in files if not _not_a_trace_name(f)]

@@ -71,13 +71,15 @@ def iter_objects(text: str, repair: Callable[[str], str] | None = None) -> Itera
             continue
         except json.JSONDecodeError as exc:
             error = exc
+        except RecursionError:  # nested deeper than the parser's stack: a malformed record, not a crash
+            error = json.JSONDecodeError("nested too deeply", text, pos)
         if repair is not None:
             try:
                 obj, end = _DECODER.raw_decode(repair(text[pos:eol]))
                 yield here, obj
                 pos = eol
                 continue
-            except json.JSONDecodeError:
+            except (json.JSONDecodeError, RecursionError):
                 pass
         rest = text[pos:].rstrip()
         nxt = _next_object(text, eol, pos - (text.rfind("\n", 0, pos) + 1))

@@ -111,9 +111,10 @@ def read_kineto(paths: list[Path], *, strict: bool = False, progress: Progress =
 def _read_one(path: Path, data: dict[str, Any], sink: RowSink, comms: dict[str, list[int]],
               world_sizes: list[int], report: IngestReport, ignored: Ignored) -> float | None:
     """Add one rank's rows; return the trace's first timestamp (µs) on the shared clock."""
-    events = [e for e in data["traceEvents"] if isinstance(e, dict)]
-    report.lines_read += len(events)
+    events = _well_typed(path, [e for e in data["traceEvents"] if isinstance(e, dict)], report)
     info = data.get("distributedInfo") or {}
+    if not isinstance(info, dict):
+        raise TraceError(f"{path}: 'distributedInfo' must be a JSON object, got {type(info).__name__}")
     rank = as_int(info.get("rank"))
     if rank is None:
         raise TraceError(f"{path}: no 'distributedInfo.rank': cannot tell which rank this trace is")
@@ -151,6 +152,35 @@ def _read_one(path: Path, data: dict[str, Any], sink: RowSink, comms: dict[str, 
             report.notes.append(f"{path.name}: old Kineto format (no process-group metadata); communicators "
                                 "assumed to be the whole world or contiguous rank blocks")
     return min(times) + base_us if times else None
+
+
+def _well_typed(path: Path, events: list[dict[str, Any]], report: IngestReport) -> list[dict[str, Any]]:
+    """The events whose fields the reader uses have their types: ``ts`` a finite number, ``dur`` a finite
+    number >= 0, ``args`` an object, ``name`` / ``cat`` / ``ph`` strings (each when present). The others are
+    counted as skipped (the first one named), never read half-way.
+
+    Examples
+    --------
+    >>> r = IngestReport()
+    >>> [e["ts"] for e in _well_typed(Path("t.json"), [{"ts": 1}, {"ts": "abc"}, {"args": [1]}], r)]
+    [1]
+    >>> dict(r.skipped), r.lines_read
+    ({'Kineto event with a field of the wrong type (ts, dur, args, name, cat or ph)': 2}, 3)
+    """
+    def number(v: Any, low: float = -math.inf) -> bool:
+        return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) and v >= low
+
+    good = []
+    for i, e in enumerate(events):
+        if (("ts" not in e or number(e["ts"])) and ("dur" not in e or number(e["dur"], 0.0))
+                and isinstance(e.get("args", {}), dict | type(None))
+                and all(isinstance(e.get(k, ""), str) for k in ("name", "cat", "ph"))):
+            good.append(e)
+        else:
+            report.skip("Kineto event with a field of the wrong type (ts, dur, args, name, cat or ph)",
+                        f"{path}:event#{i}")
+    report.lines_read += len(events)
+    return good
 
 
 class _KernelIndex:

@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from typing import Any
 
@@ -15,11 +16,44 @@ from traces.atomic import short_repr
 from traces.schema import TraceError
 from traces.synth.models import MODELS, ModelSpec, get_model
 
-__all__ = ["MODELS", "SIZE_LIMITS", "ModelSpec", "get_model", "synthesize"]
+__all__ = ["MODELS", "NUMBER_RANGES", "SIZE_LIMITS", "ModelSpec", "check_numbers", "get_model", "synthesize"]
 
 #: Upper bounds of the options that size a synthesized run (the trace itself is capped at
 #: ``traces.synth.builder.MAX_SYNTH_ROWS`` rows).
 SIZE_LIMITS: dict[str, int] = {"requests": 100_000, "steps": 10_000, "micro_batches": 100_000}
+
+
+#: Number options of both plans: (lowest, highest, lowest included). Checked before any plan uses them.
+NUMBER_RANGES: dict[str, tuple[float, float, bool]] = {
+    "mfu": (0.0, 1.0, False), "arrival_rate": (0.0, math.inf, True), "router_skew": (0.0, math.inf, True),
+    "nvlink_gbps": (0.0, math.inf, False), "net_gbps": (0.0, math.inf, False), "overhead_s": (0.0, 3600.0, True),
+}
+
+
+def check_numbers(options: dict) -> None:
+    """Refuse a seed that is not an integer in ``0..2**63-1`` and a number option that is not a finite
+    number in its range (NaN arrival rates gave an empty trace; ``mfu`` as text failed deep in the model).
+
+    Examples
+    --------
+    >>> check_numbers({"mfu": float("nan")})
+    Traceback (most recent call last):
+    ...
+    traces.errors.TraceError: option 'mfu' must be a finite number in (0, 1], got nan
+    """
+    seed = options.get("seed")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63):
+        raise TraceError(f"option 'seed' must be an integer from 0 to 2**63-1, got {short_repr(seed)}")
+    for key, (low, top, low_ok) in NUMBER_RANGES.items():
+        value = options.get(key)
+        if value is None:
+            continue
+        fits = (isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+                and (low <= value if low_ok else low < value) and value <= top)
+        if not fits:
+            span = f"{'[' if low_ok else '('}{low:g}, {top:g}]" if math.isfinite(top) else f"{'>=' if low_ok else '>'} {low:g}"
+            raise TraceError(f"option '{key}' must be a finite number {'in ' if math.isfinite(top) else ''}{span}, "
+                             f"got {short_repr(value)}")
 
 
 def synthesize(model: str, mode: str = "inference", **plan: Any) -> pd.DataFrame:
@@ -60,6 +94,7 @@ def synthesize(model: str, mode: str = "inference", **plan: Any) -> pd.DataFrame
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= top):
             raise TraceError(f"option '{key}' must be an integer in 1..{top:,}, got {short_repr(value)} "
                              "(docs/limits.md)")
+    check_numbers(options)
     layers = options.pop("layers", None)
     if layers is not None:
         if not isinstance(layers, int) or not 1 <= layers <= spec.layers:

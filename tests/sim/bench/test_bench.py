@@ -46,6 +46,11 @@ def test_sizes_follow_nccl_tests():
         parse_size("12Q")
     with pytest.raises(SimError):
         bench_sizes(64, 8)
+    with pytest.raises(SimError, match="factor inf must be > 1 and finite"):  # an OverflowError before
+        bench_sizes(8, 64, float("inf"))
+    with pytest.raises(SimError, match="1,073,741,824 rows, more than the limit of 10,000"):  # hung before
+        bench_sizes(1, 1 << 30, step_bytes=1)
+    assert len(bench_sizes(1, 10_000, step_bytes=1)) == 10_000
     assert trace_op("all_reduce_perf") == "AllReduce"
     with pytest.raises(SimError):
         trace_op("all_fancy")

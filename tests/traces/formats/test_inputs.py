@@ -95,3 +95,32 @@ def test_named_files_are_never_skipped(tmp_path):
     (tmp_path / "sub" / "LICENSE").write_text("MIT")
     with pytest.raises(TraceError, match="sub: folder holds no trace files .1 skipped by name: LICENSE"):
         ingest(tmp_path / "sub")
+
+
+def test_inputs_that_are_not_paths_or_regular_files_are_named(tmp_path):
+    import os
+
+    for bad in (None, 5, [3]):
+        with pytest.raises(TraceError, match="input files are a path|an input file is a path"):
+            expand_inputs(bad)
+    os.mkfifo(tmp_path / "rank0.log")
+    with pytest.raises(TraceError, match=r"rank0\.log: not a regular file \(a FIFO or device\)"):
+        expand_inputs([tmp_path / "rank0.log"])
+
+
+def test_ingest_refuses_an_output_that_is_one_of_its_inputs(tmp_path):
+    from traces.readers import ingest_to_parquet
+
+    log = tmp_path / "rank.log"
+    shutil.copy(SAMPLE, log)
+    with pytest.raises(TraceError, match="the output is one of the input files"):
+        ingest_to_parquet([log], log)
+    assert log.read_bytes() == SAMPLE.read_bytes()
+
+
+def test_a_record_nested_too_deeply_is_counted_among_valid_ones():
+    from traces.formats.jsonstream import Bad, iter_objects
+
+    got = list(iter_objects('{"a": 1}\n{"b": ' + "[" * 100_000 + "]" * 100_000 + '}\n{"c": 2}\n'))
+    assert [o for _, o in got if not isinstance(o, Bad)] == [{"a": 1}, {"c": 2}]
+    assert [o.reason for _, o in got if isinstance(o, Bad)] == ["malformed"]

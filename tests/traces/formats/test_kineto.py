@@ -181,3 +181,40 @@ def test_send_recv_peer_from_rank_arg(tmp_path: Path) -> None:
     assert df["root"].tolist() == [1, 1, 1]  # the peer's comm rank (global rank 6)
     assert df["seq"].tolist() == [0, 0, 1]  # per peer and direction
     assert df.attrs["collsim"]["comms"] == {"pg:5": [2, 6]}
+
+
+def _with(tmp_path: Path, change) -> Path:
+    data = json.loads((KINETO / NEW_FORMAT[0]).read_text())
+    for event in data["traceEvents"]:
+        if event.get("name") == "record_param_comms":
+            change(event)
+    path = tmp_path / "k.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+@pytest.mark.parametrize("key, value", [("ts", "abc"), ("dur", [1]), ("dur", -5), ("args", [1, 2]), ("ts", math.inf)])
+def test_events_with_fields_of_the_wrong_type_are_counted_not_crashed_on(tmp_path, key, value):
+    path = _with(tmp_path, lambda e: e.__setitem__(key, value))
+    changed = sum(e.get("name") == "record_param_comms" for e in _events(NEW_FORMAT[0]))
+    df, report = read_kineto([path])
+    reason = "Kineto event with a field of the wrong type (ts, dur, args, name, cat or ph)"
+    assert len(df) == 0 and report.skipped[reason] == changed > 0
+    assert report.examples[reason].startswith(f"{path}:event#")
+
+
+def test_a_count_beyond_int64_and_a_bad_distributed_info_name_the_file(tmp_path):
+    path = _with(tmp_path, lambda e: e["args"].__setitem__("In msg nelems", 10**30))
+    with pytest.raises(TraceError, match=r"k\.json: rank 0 .*element count 1000000000000000000000000000000 is outside"):
+        read_kineto([path])
+    data = json.loads((KINETO / NEW_FORMAT[0]).read_text())
+    path.write_text(json.dumps({**data, "distributedInfo": [1]}))
+    with pytest.raises(TraceError, match=r"k\.json: 'distributedInfo' must be a JSON object"):
+        read_kineto([path])
+
+
+def test_json_nested_too_deeply_is_one_error(tmp_path):
+    path = tmp_path / "deep.json"
+    path.write_text('{"traceEvents": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    with pytest.raises(TraceError, match=r"deep\.json: JSON nested too deeply"):
+        ingest([path], format="kineto")
