@@ -262,11 +262,15 @@ def check_rows(out: Columns, meta: Mapping[str, Any], split_len: np.ndarray) -> 
     if split_len.any():
         _fail(split_out_of_range(_column(out, "split_bytes"), split_len),
               f"field 'split_bytes' has an entry outside 0..{MAX_OP_BYTES}")
-        # SPEC/readers: an uneven AllToAll's count is its total sent // dtype size // nranks; a count that
-        # disagrees would leave two sizes for one op, one of them silently unused
+        # SPEC §3: an AllToAll's count is the elements sent to each peer; with split_bytes that is their mean,
+        # total / dtype size / nranks (the readers floor it; a writer that rounds up is accepted too). A count
+        # off by more would leave two sizes for one op, one of them silently unused
         with_split = split_len > 0
-        expect = split_sums(_column(out, "split_bytes"), split_len) // np.maximum(sizes, 1) // np.maximum(nranks, 1)
-        _fail(with_split & (count != expect), "field 'count' is not sum(split_bytes) // dtype size // nranks", count)
+        per_rank_bytes = np.maximum(sizes, 1) * np.maximum(nranks, 1)
+        total = split_sums(_column(out, "split_bytes"), split_len)
+        low, high = total // per_rank_bytes, -(-total // per_rank_bytes)
+        _fail(with_split & ((count < low) | (count > high)),
+              "field 'count' is not the mean elements per peer of split_bytes (sum // dtype size // nranks)", count)
     for name in ("t_start_s", "duration_s"):
         t = _column(out, name)
         _fail(np.isinf(t), f"field '{name}' is infinite (NaN means unknown)", t)

@@ -172,7 +172,7 @@ CASES: list[Case] = [
     *both("comm-null", "a null comm (was read as a communicator '')", "field 'comm' is missing (null)",
           lambda d: trace(d, with_value("comm", None))),
     *both("split-count", "an uneven AllToAll whose count disagrees with its split_bytes",
-          "field 'count' is not sum(split_bytes) // dtype size // nranks", lambda d: trace(d, uneven_alltoall)),
+          "field 'count' is not the mean elements per peer of split_bytes", lambda d: trace(d, uneven_alltoall)),
     *both("op-null", "a null op", "unknown op: ''", lambda d: trace(d, with_value("op", None))),
     *both("rank-null", "a null rank", "field 'rank' is missing", lambda d: trace(d, with_value("rank", None, dtype="Int64"))),
     *both("column-missing", "no rank column", "trace lacks column(s): rank",
