@@ -27,8 +27,8 @@ import numpy as np
 from traces.arrays import Text, combined_codes, duplicated, factorize
 from traces.atomic import short_repr
 from traces.errors import TraceError
-from traces.metadata_keys import check_optional_keys
 from traces.lazy import lazy_module
+from traces.metadata_keys import check_optional_keys
 from traces.vocabulary import DTYPE_BYTES, METADATA_KEY, OPS, P2P_OPS, ROOTED_OPS
 
 pd = lazy_module("pandas")  # first use imports it: `simrun ingest` of NCCL logs never does

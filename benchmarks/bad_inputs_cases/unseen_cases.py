@@ -20,7 +20,16 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from bad_inputs_cases.common import Case, Outcome, base_rows, read_call, run_args, small_trace, trace, with_value
+from bad_inputs_cases.common import (
+    Case,
+    Outcome,
+    base_rows,
+    read_call,
+    run_args,
+    small_trace,
+    trace,
+    with_value,
+)
 
 __all__ = ["CASES"]
 

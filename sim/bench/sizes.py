@@ -12,7 +12,6 @@ NVIDIA/nccl-tests ``src/common.cu`` (size parsing, ``-b/-e/-f/-i``), ``src/*.cu`
 from __future__ import annotations
 
 import math
-
 import re
 
 from sim.errors import SimError

@@ -6,10 +6,9 @@ is replayed at one size only.
 
 from __future__ import annotations
 
-import re
-
 import json
 import math
+import re
 import subprocess
 import sys
 from pathlib import Path
