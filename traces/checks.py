@@ -17,7 +17,6 @@ Limits (also in ``docs/limits.md``):
 
 from __future__ import annotations
 
-import itertools
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -29,6 +28,7 @@ from traces.atomic import short_repr
 from traces.errors import TraceError
 from traces.lazy import lazy_module
 from traces.metadata_keys import check_optional_keys
+from traces.split_entries import split_out_of_range, split_sums
 from traces.vocabulary import DTYPE_BYTES, METADATA_KEY, OPS, P2P_OPS, ROOTED_OPS
 
 pd = lazy_module("pandas")  # first use imports it: `simrun ingest` of NCCL logs never does
@@ -42,7 +42,6 @@ __all__ = [
     "MAX_OP_BYTES",
     "MAX_SPAN_S",
     "MAX_WORLD_SIZE",
-    "SPLIT_CHUNK_ENTRIES",
     "check_collectives",
     "check_metadata",
     "check_rows",
@@ -50,8 +49,6 @@ __all__ = [
     "exact_int",
     "rebase_times",
     "split_lengths",
-    "split_out_of_range",
-    "split_sums",
 ]
 
 MAX_WORLD_SIZE = 1 << 20
@@ -260,7 +257,7 @@ def check_rows(out: Columns, meta: Mapping[str, Any], split_len: np.ndarray) -> 
     _fail((split_len > 0) & ~is_a2a, "field 'split_bytes' is set on a row that is not AllToAll")
     _fail((split_len > 0) & (split_len != nranks), "field 'split_bytes' needs one entry per comm rank", split_len)
     if split_len.any():
-        _fail(split_out_of_range(_column(out, "split_bytes"), split_len),
+        _fail(split_out_of_range(_column(out, "split_bytes"), split_len, MAX_OP_BYTES),
               f"field 'split_bytes' has an entry outside 0..{MAX_OP_BYTES}")
         # SPEC §3: an AllToAll's count is the elements sent to each peer; with split_bytes that is their mean,
         # total / dtype size / nranks (the readers floor it; a writer that rounds up is accepted too). A count
@@ -276,72 +273,6 @@ def check_rows(out: Columns, meta: Mapping[str, Any], split_len: np.ndarray) -> 
         _fail(np.isinf(t), f"field '{name}' is infinite (NaN means unknown)", t)
         _fail(t < 0, f"field '{name}' is negative", t)
         _fail(t > MAX_SPAN_S, f"field '{name}' is more than {MAX_SPAN_S:g} s from the trace's start", t)
-
-
-#: Split entries checked at once by :func:`split_out_of_range` (bounds its temporaries to ~32 MB).
-SPLIT_CHUNK_ENTRIES = 1 << 22
-
-
-def split_out_of_range(splits: np.ndarray, split_len: np.ndarray) -> np.ndarray:
-    """Rows whose ``split_bytes`` has an entry outside ``0..MAX_OP_BYTES`` (compared exactly, as integers).
-
-    Rows with entries are taken in chunks of about :data:`SPLIT_CHUNK_ENTRIES` entries, each one flat int64
-    array (``np.concatenate`` of int64 arrays, or ``np.fromiter`` over tuples of ints; Python ints beyond
-    64 bits are compared as objects), so no Python object is made per entry.
-
-    Examples
-    --------
-    >>> split_out_of_range(np.array([(1, 2), (), (-1, 5)], dtype=object), np.array([2, 0, 2])).tolist()
-    [False, False, True]
-    """
-    bad = np.zeros(len(splits), bool)
-    rows = np.flatnonzero(split_len)
-    cum = np.cumsum(split_len[rows])
-    starts = np.searchsorted(cum, np.arange(0, int(cum[-1]) if len(cum) else 0, SPLIT_CHUNK_ENTRIES), side="right")
-    for lo, hi in zip(starts.tolist(), [*starts[1:].tolist(), len(rows)], strict=True):
-        part = rows[lo:hi]
-        if not len(part):
-            continue
-        values = splits[part]
-        try:
-            if isinstance(values[0], np.ndarray):
-                flat = np.concatenate(values.tolist()).astype(np.int64, copy=False)
-            else:
-                flat = np.fromiter(itertools.chain.from_iterable(values), dtype=np.int64,
-                                   count=int(split_len[part].sum()))
-        except (OverflowError, TypeError, ValueError):  # ints beyond int64, or mixed rows: exact as objects
-            flat = np.fromiter(itertools.chain.from_iterable(values), dtype=object)
-        out = (flat < 0) | (flat > MAX_OP_BYTES)
-        if out.any():
-            bad[np.repeat(part, split_len[part])[out]] = True
-    return bad
-
-
-def split_sums(splits: np.ndarray, split_len: np.ndarray) -> np.ndarray:
-    """Total bytes of each row's ``split_bytes`` (0 for a row without), exact in int64; -1 where the total
-    would reach 2**62 (no real op sends that much; its entries are in range, so the row is refused).
-
-    Examples
-    --------
-    >>> split_sums(np.array([(1, 2), (), (5, 5)], dtype=object), np.array([2, 0, 2])).tolist()
-    [3, 0, 10]
-    """
-    total = np.zeros(len(splits), np.int64)
-    rows = np.flatnonzero(split_len)
-    if not len(rows):
-        return total
-    step = max(1, SPLIT_CHUNK_ENTRIES // int(split_len[rows].max()))  # rows per chunk of ~SPLIT_CHUNK_ENTRIES
-    for lo in range(0, len(rows), step):
-        part = rows[lo:lo + step]
-        values = splits[part]
-        flat = (np.concatenate(values.tolist()) if isinstance(values[0], np.ndarray)
-                else np.fromiter(itertools.chain.from_iterable(values), dtype=np.int64,
-                                 count=int(split_len[part].sum()))).astype(np.int64, copy=False)
-        offsets = np.concatenate([[0], np.cumsum(split_len[part])[:-1]])
-        rough = np.add.reduceat(flat.astype(np.float64), offsets)  # entries are <= 2**53: no overflow here
-        exact = np.add.reduceat(flat, offsets)
-        total[part] = np.where(rough < 2.0**62, exact, -1)
-    return total
 
 
 def split_lengths(out: Columns) -> np.ndarray:

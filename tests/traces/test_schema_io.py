@@ -128,15 +128,15 @@ def test_split_entries_are_checked_exactly_as_tuples_and_as_arrays(as_array):
 
 
 def test_split_check_over_many_chunks(monkeypatch):
-    from traces import checks
+    from traces import checks, split_entries
 
-    monkeypatch.setattr(checks, "SPLIT_CHUNK_ENTRIES", 3)
+    monkeypatch.setattr(split_entries, "SPLIT_CHUNK_ENTRIES", 3)
     splits = np.fromiter([np.array([1, 2], np.int64)] * 5 + [np.array([1, -2], np.int64), np.zeros(0, np.int64)],
                          dtype=object, count=7)
     lens = np.array([2] * 6 + [0])
-    assert checks.split_out_of_range(splits, lens).tolist() == [False] * 5 + [True, False]
+    assert split_entries.split_out_of_range(splits, lens, checks.MAX_OP_BYTES).tolist() == [False] * 5 + [True, False]
     tuples = np.fromiter([(1, 2)] * 5 + [(1, 2**70), ()], dtype=object, count=7)
-    assert checks.split_out_of_range(tuples, lens).tolist() == [False] * 5 + [True, False]
+    assert split_entries.split_out_of_range(tuples, lens, checks.MAX_OP_BYTES).tolist() == [False] * 5 + [True, False]
 
 
 def test_write_is_deterministic(tmp_path):
@@ -224,11 +224,11 @@ def test_uneven_alltoall_count_must_follow_its_splits():
 
 
 def test_split_sums_exact_and_over_chunks(monkeypatch):
-    from traces import checks
+    from traces import split_entries
 
-    monkeypatch.setattr(checks, "SPLIT_CHUNK_ENTRIES", 3)
+    monkeypatch.setattr(split_entries, "SPLIT_CHUNK_ENTRIES", 3)
     splits = np.fromiter([np.array([2**53, 2**53 - 1], np.int64)] * 4 + [np.zeros(0, np.int64)], dtype=object, count=5)
-    assert checks.split_sums(splits, np.array([2] * 4 + [0])).tolist() == [2**54 - 1] * 4 + [0]
+    assert split_entries.split_sums(splits, np.array([2] * 4 + [0])).tolist() == [2**54 - 1] * 4 + [0]
 
 
 @pytest.mark.parametrize("kind", ["folder", "fifo", "empty"])
