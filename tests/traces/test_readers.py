@@ -155,6 +155,25 @@ def test_json_helpers_reject_non_json(tmp_path: Path) -> None:
         ingest(path)
 
 
+@pytest.mark.parametrize("encoding", ["utf-8-sig", "utf-16", "utf-16-be-bom"])
+def test_text_with_a_byte_order_mark_reads_as_the_plain_file(tmp_path: Path, encoding: str) -> None:
+    # Windows PowerShell's `>` writes UTF-16 LE with a BOM, Notepad a UTF-8 BOM: same rows as the plain file
+    log = Path(__file__).parents[1] / "data" / "nccl_logs" / "constructed_launchers.log"
+    for source, name in ((log, "rank.log"), (KINETO_FILE, "rank0.json")):
+        text = source.read_text(encoding="utf-8")
+        raw = b"\xfe\xff" + text.encode("utf-16-be") if encoding == "utf-16-be-bom" else text.encode(encoding)
+        marked = tmp_path / name
+        marked.write_bytes(raw)
+        assert detect_format(marked) == detect_format(source)
+        got, want = ingest(marked), ingest(source)
+        assert got.drop(columns=["context"], errors="ignore").equals(want.drop(columns=["context"], errors="ignore"))
+    # FF FE followed by what is not text stays binary data
+    junk = tmp_path / "junk.log"
+    junk.write_bytes(b"\xff\xfe" + b"\xfa\xff\xfe" * 99)
+    with pytest.raises(TraceError, match="junk.log: binary data"):
+        ingest(junk)
+
+
 def test_gzip_json_traces(tmp_path: Path) -> None:
     import gzip
 

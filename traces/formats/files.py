@@ -13,8 +13,10 @@ Files found that way which are plainly not traces (README, licences, code, image
 from __future__ import annotations
 
 import bz2
+import codecs
 import glob
 import gzip
+import io
 import json
 import lzma
 import os
@@ -32,7 +34,13 @@ __all__ = ["HEAD_BYTES", "NON_TRACE_SUFFIXES", "Inputs", "compression_of", "expa
 HEAD_BYTES = 256 * 1024
 #: Magic bytes -> compression name.
 _MAGIC: tuple[tuple[bytes, str], ...] = (
-    (b"\x1f\x8b", "gzip"), (b"BZh", "bzip2"), (b"\xfd7zXZ\x00", "xz"), (b"\x28\xb5\x2f\xfd", "zstd"))
+    (b"\x1f\x8b", "gzip"), (b"BZh", "bzip2"), (b"\xfd7zXZ\x00", "xz"), (b"\x28\xb5\x2f\xfd", "zstd"),
+    # text with a byte-order mark: Windows PowerShell's `>` writes UTF-16 LE with one, Notepad and some
+    # exporters put one before UTF-8; read as UTF-8 text without it (a UTF-16 file without a BOM cannot be
+    # told from binary data and stays refused)
+    (b"\xef\xbb\xbf", "utf-8-sig"), (b"\xff\xfe", "utf-16"), (b"\xfe\xff", "utf-16"))
+#: The entries of :data:`_MAGIC` that are text encodings, recoded to UTF-8 by :func:`open_binary`.
+_TEXT_ENCODINGS = ("utf-8-sig", "utf-16")
 #: Names never taken for traces when a folder or glob is expanded (compared lower-case).
 NON_TRACE_SUFFIXES = (".md", ".rst", ".py", ".sh", ".ipynb", ".yaml", ".yml", ".toml", ".cfg", ".ini", ".png",
                       ".jpg", ".jpeg", ".svg", ".pdf", ".html", ".css", ".parquet", ".csv", ".tsv", ".tar", ".zip")
@@ -41,7 +49,8 @@ _GLOB_CHARS = set("*?[")
 
 
 def compression_of(path: Path) -> str | None:
-    """``"gzip"``, ``"bzip2"``, ``"xz"``, ``"zstd"`` or None, from a file's first bytes.
+    """``"gzip"``, ``"bzip2"``, ``"xz"``, ``"zstd"``, a byte-order-marked text encoding (``"utf-8-sig"``,
+    ``"utf-16"``) or None, from a file's first bytes: anything but None is read as one decoded stream.
 
     Raises
     ------
@@ -57,7 +66,8 @@ def compression_of(path: Path) -> str | None:
 
 
 def open_binary(path: Path) -> BinaryIO:
-    """Open a file for reading bytes, decompressing gzip, bzip2, xz and zstd on the fly.
+    """Open a file for reading bytes, decompressing gzip, bzip2, xz and zstd on the fly, and recoding text with
+    a byte-order mark (UTF-16, UTF-8) to plain UTF-8.
 
     Raises
     ------
@@ -74,9 +84,27 @@ def open_binary(path: Path) -> BinaryIO:
             return lzma.open(path, "rb")  # type: ignore[return-value]
         if kind == "zstd":
             return _open_zstd(path)
+        if kind in _TEXT_ENCODINGS:  # UTF-8 bytes out, the mark dropped
+            return _open_marked_text(path, kind)
         return open(path, "rb")
     except OSError as exc:
         raise TraceError(f"{path}: cannot read ({exc.strerror or exc})") from None
+
+
+def _open_marked_text(path: Path, encoding: str) -> BinaryIO:
+    """A text file with a byte-order mark as a stream of UTF-8 bytes.
+
+    Two bytes FF FE also start binary files: a UTF-16 head that is not mostly ASCII (every trace format is:
+    log lines, JSON keys, numbers) reads as one NUL byte, which every reader's binary check refuses with its
+    usual message, as for a file without a mark.
+    """
+    if encoding == "utf-16":
+        with open(path, "rb") as fh:
+            head = fh.read(65536)
+        text = head[: len(head) & ~1].decode("utf-16", errors="replace")
+        if text and sum(ch < "\x80" for ch in text) < 0.9 * len(text):
+            return io.BytesIO(b"\x00")
+    return codecs.EncodedFile(open(path, "rb"), "utf-8", encoding)  # type: ignore[return-value]
 
 
 def _open_zstd(path: Path) -> BinaryIO:
