@@ -24,12 +24,13 @@ from sim.engine.stats import LinkStats, Meter
 from sim.errors import SimError
 from sim.network.flow_network import FlowNetwork
 from sim.option_values import check_seed
+from traces.checks import MAX_OP_BYTES, MAX_SPAN_S
 
 __all__ = ["FLOW_COLUMNS", "MAX_FLOW_BYTES", "MAX_START_S", "FlowsResult", "run_flows", "simulate_flows"]
 
-#: Largest flow size and start time taken (as the trace schema's MAX_OP_BYTES and MAX_SPAN_S).
-MAX_FLOW_BYTES = 1 << 53
-MAX_START_S = 1e6
+#: Largest flow size and start time taken: the trace schema's own limits (docs/limits.md).
+MAX_FLOW_BYTES = MAX_OP_BYTES
+MAX_START_S = MAX_SPAN_S
 
 #: Required input columns (SPEC §5).
 FLOW_COLUMNS: tuple[str, ...] = ("src", "dst", "bytes", "start_s")

@@ -27,7 +27,7 @@ from traces.arrays import Text, combined_codes, duplicated, factorize
 from traces.atomic import short_repr
 from traces.errors import TraceError
 from traces.lazy import lazy_module
-from traces.metadata_keys import check_optional_keys
+from traces.metadata_keys import check_optional_keys, is_int
 from traces.split_entries import split_out_of_range, split_sums
 from traces.vocabulary import DTYPE_BYTES, METADATA_KEY, OPS, P2P_OPS, ROOTED_OPS
 
@@ -162,10 +162,6 @@ def exact_float(col: pd.Series, name: str) -> np.ndarray:
     return col.to_numpy(dtype=float, na_value=np.nan)
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int | np.integer) and not isinstance(value, bool | np.bool_)
-
-
 def check_metadata(meta: Mapping[str, Any]) -> None:
     """Check the types and ranges of the ``collsim`` metadata keys that consumers rely on.
 
@@ -192,7 +188,7 @@ def check_metadata(meta: Mapping[str, Any]) -> None:
     world = meta.get("world_size")
     for key, low, top in (("world_size", 0, MAX_WORLD_SIZE), ("gpus_per_node", 1, MAX_GPUS_PER_NODE)):
         value = meta.get(key)
-        if value is not None and (not _is_int(value) or not low <= value <= top):
+        if value is not None and (not is_int(value) or not low <= value <= top):
             raise TraceError(f"metadata '{key}' must be an integer in {low}..{top}, got {short_repr(value)}")
     source = meta.get("source")
     if source is not None and not isinstance(source, str):
@@ -205,7 +201,7 @@ def check_metadata(meta: Mapping[str, Any]) -> None:
         raise TraceError(f"metadata 'comms' must map each comm id to its global ranks, got {short_repr(comms)}")
     limit = world if world is not None else MAX_WORLD_SIZE
     for comm, ranks in comms.items():
-        if not isinstance(ranks, list | tuple) or not ranks or not all(map(_is_int, ranks)):
+        if not isinstance(ranks, list | tuple) or not ranks or not all(map(is_int, ranks)):
             raise TraceError(f"metadata 'comms'[{short_repr(comm)}] must be a non-empty list of global ranks, "
                              f"got {short_repr(ranks)}")
         arr = np.asarray(ranks, dtype=np.int64)

@@ -13,10 +13,17 @@ import numpy as np
 from traces.atomic import short_repr
 from traces.errors import TraceError
 
-__all__ = ["check_optional_keys"]
+__all__ = ["check_optional_keys", "is_int"]
 
 
-def _is_int(value: Any) -> bool:
+def is_int(value: Any) -> bool:
+    """True for a Python or numpy integer that is not a bool (JSON metadata's integers).
+
+    Examples
+    --------
+    >>> is_int(3), is_int(np.int64(3)), is_int(True), is_int(3.0)
+    (True, True, False, False)
+    """
     return isinstance(value, int | np.integer) and not isinstance(value, bool | np.bool_)
 
 
@@ -46,6 +53,6 @@ def check_optional_keys(meta: Mapping[str, Any]) -> None:
                                or not np.isfinite(origin)):
         raise TraceError(f"metadata 'time_origin_s' must be a finite number of seconds, got {short_repr(origin)}")
     for comm, rings in (meta.get("rings") or {}).items():
-        if not isinstance(rings, list) or not all(isinstance(r, list) and all(map(_is_int, r)) for r in rings):
+        if not isinstance(rings, list) or not all(isinstance(r, list) and all(map(is_int, r)) for r in rings):
             raise TraceError(f"metadata 'rings'[{short_repr(comm)}] must be a list of rings (lists of ranks), "
                              f"got {short_repr(rings)}")

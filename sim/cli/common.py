@@ -129,8 +129,9 @@ def writable_matplotlib_config() -> Path | None:
     except RuntimeError:  # no home folder at all
         probe = None
     if probe is not None:
-        while not probe.exists() and probe.parent != probe:
-            probe = probe.parent
+        from sim.results.outdir import nearest_existing
+
+        probe = nearest_existing(probe)
         if probe.is_dir() and os.access(probe, os.W_OK | os.X_OK):
             return None
     uid = os.getuid() if hasattr(os, "getuid") else 0

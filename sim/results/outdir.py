@@ -12,7 +12,7 @@ from pathlib import Path
 
 from sim.errors import SimError
 
-__all__ = ["OUTPUT_NAMES", "check_writable", "clear_outputs"]
+__all__ = ["OUTPUT_NAMES", "check_writable", "clear_outputs", "nearest_existing"]
 
 #: Files a run, a sweep or a comparison writes (plus every ``*.png``); ``.incomplete`` marks an interrupted
 #: run's folder (sim/results/output.py), which the next run into it replaces.
@@ -26,6 +26,20 @@ def _ours(path: Path) -> bool:
         marked = (path / "summary.json").is_file() or (path / ".incomplete").is_file()
         return marked and all(_ours(p) for p in path.iterdir())
     return path.name in OUTPUT_NAMES or path.suffix == ".png"
+
+
+def nearest_existing(path: str | Path) -> Path:
+    """``path`` itself when it exists, else its nearest existing parent (where a new folder would be made).
+
+    Examples
+    --------
+    >>> nearest_existing("/") == Path("/")
+    True
+    """
+    probe = Path(path)
+    while not probe.exists() and probe.parent != probe:
+        probe = probe.parent
+    return probe
 
 
 def check_writable(folder: str | Path) -> None:
@@ -51,9 +65,7 @@ def check_writable(folder: str | Path) -> None:
     sim.errors.SimError: ... is a file, not a folder; choose another --out
     """
     out = Path(folder)
-    probe = out
-    while not probe.exists() and probe.parent != probe:
-        probe = probe.parent
+    probe = nearest_existing(out)
     if not probe.is_dir():
         raise SimError(f"{out}: cannot make the output folder: {probe} is a file, not a folder; choose another --out")
     if not os.access(probe, os.W_OK | os.X_OK):
