@@ -104,7 +104,8 @@ def ring_crosses_nics(model: CostModel, ppn: int, nvlink_gbs: float | None = Non
 
     Not used by collsim's ring plans, which stay rail-aligned (:func:`sim.planning.logical.nvlink_ring`):
     on the rail fabrics the cross-NIC hops take the spines, where collsim's per-flow ECMP loses 40-80% of
-    the rings' rate, far beyond the measured tables (docs/validation.md, "Session 22: mechanisms").
+    the rings' rate and ``spray`` routing nothing, while the measured tables lose 13%: the cost is the
+    fabric's (docs/validation.md, "Session 22: mechanisms").
 
     Parameters
     ----------
