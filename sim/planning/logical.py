@@ -34,6 +34,7 @@ from sim.errors import SimError
 __all__ = [
     "as_ranks",
     "btree_parents",
+    "cross_nic_ring",
     "double_binary_tree",
     "logged_ring",
     "nvlink_ring",
@@ -126,6 +127,39 @@ def nvlink_ring(ranks: Sequence[int] | np.ndarray, server_of: Sequence[int] | np
     return arr[np.concatenate(parts)] if parts else arr
 
 
+def cross_nic_ring(ranks: Sequence[int] | np.ndarray, server_of: Sequence[int] | np.ndarray | None = None,
+                   channel: int = 0) -> np.ndarray:
+    """Ring of one channel as NCCL's cross-NIC ring graph builds it (``crossNic`` 2, ``search.cc``).
+
+    Every server runs the same GPU order (NCCL's graph is per node and the rings join server ``k``'s
+    last GPU to server ``k + 1``'s first). Channels come in pairs: channel ``2j`` enters at local rank
+    ``2j`` and leaves from ``2j + 1`` (through that GPU's own NIC), channel ``2j + 1`` is its reverse, as
+    ``ncclTopoSearchCheckNet`` requires (an odd channel starts at the NIC the previous one left from and
+    leaves through the one it entered). So every network hop joins local rank ``2j + 1`` of one server
+    to ``2j`` of the next, or back: another rail. Pair ``j`` is ``(channel mod ppn) // 2``; servers need
+    the same even GPU count (else :func:`nvlink_ring`). The plans do not use it by default
+    (:func:`sim.planning.search_channels.ring_crosses_nics` says when NCCL would).
+
+    Examples
+    --------
+    >>> cross_nic_ring([0, 1, 2, 3, 4, 5, 6, 7], [0, 0, 0, 0, 1, 1, 1, 1]).tolist()
+    [0, 2, 3, 1, 4, 6, 7, 5]
+    >>> cross_nic_ring([0, 1, 2, 3, 4, 5, 6, 7], [0, 0, 0, 0, 1, 1, 1, 1], channel=3).tolist()
+    [3, 1, 0, 2, 7, 5, 4, 6]
+    """
+    arr = as_ranks(ranks)
+    groups = server_groups(arr, server_of)
+    ppn = len(groups[0]) if groups else 0
+    if ppn < 2 or ppn % 2 or any(len(g) != ppn for g in groups):
+        return nvlink_ring(arr, server_of, channel)
+    c = channel % ppn
+    a, b = c - c % 2, c - c % 2 + 1
+    local = [a, *[i for i in range(ppn) if i not in (a, b)], b]
+    if c % 2:
+        local = local[::-1]
+    return arr[np.concatenate([g[local] for g in groups])]
+
+
 def logged_ring(ring: Sequence[int], ranks: Sequence[int] | np.ndarray) -> np.ndarray:
     """Check a ring taken from trace metadata: it must list every member exactly once.
 
@@ -149,11 +183,12 @@ def logged_ring(ring: Sequence[int], ranks: Sequence[int] | np.ndarray) -> np.nd
 
 def rings_for_channels(ranks: Sequence[int] | np.ndarray, nchannels: int,
                        server_of: Sequence[int] | np.ndarray | None = None,
-                       logged: Sequence[Sequence[int]] | None = None) -> np.ndarray:
+                       logged: Sequence[Sequence[int]] | None = None, cross_nic: bool = False) -> np.ndarray:
     """Ring order of every channel, shape ``(nchannels, n)`` of global ranks.
 
     Channel ``c`` uses logged ring ``c mod len(logged)`` when rings were logged, else
-    :func:`nvlink_ring` with rotation ``c``.
+    :func:`cross_nic_ring` of channel ``c`` when ``cross_nic`` (NCCL's search keeps its cross-NIC graph,
+    ``sim.planning.search_channels.ring_crosses_nics``), else :func:`nvlink_ring` with rotation ``c``.
 
     Examples
     --------
@@ -166,7 +201,8 @@ def rings_for_channels(ranks: Sequence[int] | np.ndarray, nchannels: int,
     if logged:
         checked = [logged_ring(r, arr) for r in logged]
         return np.stack([checked[c % len(checked)] for c in range(nchannels)])
-    return np.stack([nvlink_ring(arr, server_of, c) for c in range(nchannels)])
+    build = cross_nic_ring if cross_nic else nvlink_ring
+    return np.stack([build(arr, server_of, c) for c in range(nchannels)])
 
 
 def _cartesian_tree(lo: int, hi: int, parent: np.ndarray, up: int) -> None:
