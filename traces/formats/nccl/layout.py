@@ -40,8 +40,11 @@ COLL_RE = re.compile(
     r" comm (?P<comm>\S+) \[nranks=(?P<nranks>\d+)\](?: stream(?: (?P<stream>\S+))?)?"
     r"(?: task (?P<task>-?\d+) globalrank (?P<grank>-?\d+))?"
 )
-#: ``host:pid:tid [dev] NCCL INFO `` ending right where a body starts.
-PREFIX_END_RE = re.compile(r"(?P<host>[^\s:]*):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>-?\d+)\] NCCL INFO\s*$")
+#: ``host:pid:tid [dev] NCCL INFO `` ending right where a body starts, or followed by one bracketed rank tag
+#: (``NCCL INFO [2] AllReduce: opCount ...``: a build that tags its COLL lines, NVIDIA/nccl#1352; NCCL itself
+#: never prints one there, so the tag is not read, only stepped over).
+PREFIX_END_RE = re.compile(
+    r"(?P<host>[^\s:]*):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>-?\d+)\] NCCL INFO(?: \[\d+\])?\s*$")
 #: The same prefix anywhere (for Init, ring and TUNING lines, whose body follows it).
 PREFIX_RE = re.compile(r"(?P<host>[^\s:]*):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>-?\d+)\] NCCL INFO ")
 #: ``%F %T`` with optional subseconds, bracketed (NCCL 2.26) or bare (external loggers).
