@@ -1,7 +1,8 @@
 """Cases of session 22: real files first read then (tests/data), damaged as real files are.
 
 A real NCCL log cut mid-line, two NCCL versions in one file, binary bytes inside a log, a TUNING-only log, a
-COLL line with a rank tag after ``NCCL INFO``; Kineto and Execution Trace files cut short, a Kineto trace
+COLL line with a rank tag after ``NCCL INFO``, RCCL's 2019 microsecond prefix with a hard-wrapped body, logs
+six years apart in one ingest; Kineto and Execution Trace files cut short, a Kineto trace
 without ``distributedInfo`` or without recorded shapes, an Execution Trace of a process that made no
 collective call (alone and in a folder with another rank's), a folder mixing a good Kineto trace with a bad
 one, and an NCCL log and a Kineto trace in one call.
@@ -25,6 +26,7 @@ OLD = LOGS / "issue147_torn_broadcast.log"  # 2018, no timestamps: 6 COLL bodies
 NEW = LOGS / "deepep330_external_timestamps.log"  # 2025, outer timestamps: 6 COLL lines
 TAGGED = LOGS / "issue1352_rank_tag_after_info.log"
 TUNING = LOGS / "issue1453_tuning_only_mpirun.log"
+RCCL = LOGS / "rtg_tracer_rccl_usec_timestamp_wrapped.log"  # 2019: microseconds after [dev], wrapped after 'comm'
 KINETO = ROOT / "tests/data/traces/kineto"
 K08 = KINETO / "08_hta_ns_resolution_1gpu_rank0_pg_id_collective_subset.json"
 K12 = KINETO / "12_hta_no_record_shapes_rank1_first10_subset.json"
@@ -90,6 +92,12 @@ CASES: list[Case] = [
          check=rows_and_words(12, "nothing skipped")),
     Case("real-nccl-rank-tag", "COLL lines 'NCCL INFO [2] AllReduce: ...' keep their host (were host '')",
          code=0, argv=ingest(copy(TAGGED)), check=rows_and_words(3, column="host", values={"srv01"})),
+    Case("real-nccl-rccl-wrapped", "RCCL 2019 '[1] <usec> NCCL INFO' prefix, the body wrapped without indent "
+         "(was: 1 malformed line, no rows)", code=0, argv=ingest(copy(RCCL)),
+         check=rows_and_words(1, "nothing skipped", column="host", values={"rocm-framework-3"})),
+    Case("real-nccl-years-apart", "a 2019 log and a 2025 log in one ingest (6 years apart): refused naming them",
+         expect="deepep330_external_timestamps.log: row 1: field 't_start_s' is more than 1e+06 s",
+         argv=ingest(copy(RCCL), copy(NEW))),
     Case("real-nccl-nul-bytes", "NUL and 0xFF bytes inside a real log", expect="binary data",
          argv=ingest(nul_inside)),
     Case("real-nccl-tuning-only", "a log of TUNING lines only (no COLL subsystem)", expect="NCCL_DEBUG_SUBSYS=COLL",

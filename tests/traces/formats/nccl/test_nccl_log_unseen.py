@@ -12,6 +12,7 @@ import pytest
 
 from tests.conftest import DATA
 from traces.formats.nccl.reader import read_nccl_logs
+from traces.schema import TraceError
 
 pytestmark = pytest.mark.usefixtures("nccl_engine")  # both chunk readers (conftest)
 
@@ -19,7 +20,8 @@ LOGS = DATA / "nccl_logs"
 S22 = ["slinky_srun_4node_2_23.log", "issue1352_rank_tag_after_info.log", "issue147_torn_broadcast.log",
        "rccl429_ranks_disagree.log", "issue1238_nranks1_trailing_space.log", "deepep330_external_timestamps.log",
        "vllm8978_init_start.log", "issue1814_init_complete_64ranks.log", "issue1936_init_rank_config.log",
-       "accelerate3240_nranks_line_only.log", "issue1453_tuning_only_mpirun.log"]
+       "accelerate3240_nranks_line_only.log", "issue1453_tuning_only_mpirun.log",
+       "rtg_tracer_rccl_usec_timestamp_wrapped.log"]
 
 
 def read(name):
@@ -132,3 +134,30 @@ def test_tuning_lines_without_coll_lines_are_counted_in_a_note():
     df, _ = read("issue1453_tuning_only_mpirun.log")
     assert len(df) == 0
     assert any("14 TUNING line(s) matched no COLL line" in n for n in df.attrs["collsim"]["notes"])
+
+
+def test_rccl_microsecond_prefix_and_an_unindented_wrap():
+    # RCCL of 2019: `host:pid:tid [1] 1558545003174220 NCCL INFO AllReduce: ... comm` + newline + `0x7f80467b9770
+    # [nranks=2] stream 0x...` (the continuation not indented). One row, the prefix's host and [dev] kept.
+    df, report = read("rtg_tracer_rccl_usec_timestamp_wrapped.log")
+    assert report.skipped_total == 0
+    assert df[["host", "device", "op", "count", "dtype", "nranks"]].values.tolist() == [
+        ["rocm-framework-3", 1, "AllReduce", 1001, "fp32", 2]]
+    assert df["comm"].tolist() == ["comm-0x7f80467b9770"] and df["t_start_s"].tolist() == [0.0]
+
+
+def test_rccl_microseconds_are_the_line_times(tmp_path):
+    # Two such lines 2,500 us apart (the sample's line and one more, both unwrapped).
+    line = ("rocm-framework-3:24888:25056 [1] {} NCCL INFO AllReduce: opCount {} sendbuff 0x1 recvbuff 0x2 count 1001 "
+            "datatype 7 op 0 root 0 comm 0x7f80467b9770 [nranks=2] stream 0x3\n")
+    path = tmp_path / "rccl.log"
+    path.write_text(line.format(1558545003174220, 1) + line.format(1558545003176720, 2))
+    df, _ = read_nccl_logs([path])
+    assert df["t_start_s"].tolist() == [0.0, 0.0025]
+
+
+def test_logs_years_apart_are_refused_naming_the_files():
+    # 2019-05-22 (RCCL microseconds) and 2025-07-25 (outer timestamps): more than 1e6 s apart.
+    paths = [LOGS / "rtg_tracer_rccl_usec_timestamp_wrapped.log", LOGS / "deepep330_external_timestamps.log"]
+    with pytest.raises(TraceError, match=r"rtg_tracer_rccl.*, .*deepep330.*: row \d+: field 't_start_s' is more than"):
+        read_nccl_logs(paths)
