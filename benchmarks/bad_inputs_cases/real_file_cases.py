@@ -5,7 +5,7 @@ COLL line with a rank tag after ``NCCL INFO``, RCCL's 2019 microsecond prefix wi
 six years apart in one ingest; Kineto and Execution Trace files cut short, a Kineto trace
 without ``distributedInfo`` or without recorded shapes, an Execution Trace of a process that made no
 collective call (alone and in a folder with another rank's), a folder mixing a good Kineto trace with a bad
-one, and an NCCL log and a Kineto trace in one call.
+one, an NCCL log and a Kineto trace in one call, and a Flight Recorder dump printed by Python (not JSON).
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ K13 = KINETO / "13_hta_no_distributed_info_collective_subset.json"
 ET = ROOT / "tests/data/traces/pytorch_et"
 ET04 = ET / "04_param_resnet_1gpu_chakra_1.0.3_et_collective_subset.json"
 ET05 = ET / "05_param_linear_et_no_collectives_first40.json"
+FR = ROOT / "tests/data/flight_recorder/tutorial_printed_dump_rank_0"  # Python's print of a dump: no JSON
 
 
 def put(d: Path, name: str, data: bytes) -> Path:
@@ -115,6 +116,9 @@ CASES: list[Case] = [
          expect="13_hta_no_distributed_info", argv=ingest(folder_of(K08, K13))),
     Case("real-kineto-pg-id", "Process Group ID without Process Group Name names the group (was pg:size1)",
          code=0, argv=ingest(copy(K08)), check=rows_and_words(35, column="comm", values={"pg:0"})),
+    # Flight Recorder
+    Case("real-fr-printed-dump", "a Flight Recorder dump as PyTorch's tutorial prints it (a tuple, '...')",
+         expect="a '(' there is a Python tuple", argv=ingest(copy(FR))),
     # Execution Traces
     Case("real-et-cut", "a real Execution Trace cut in half", expect="malformed JSON",
          argv=ingest(copy(ET04, ET04.stat().st_size // 2))),

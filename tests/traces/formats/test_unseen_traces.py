@@ -106,3 +106,27 @@ def test_execution_trace_without_collectives_beside_others(tmp_path):
     df = ingest([tmp_path])
     assert len(df) == 21
     assert any("linear_et.json" in n and "no record_param_comms node" in n for n in df.attrs["collsim"]["notes"])
+
+
+FR = Path(__file__).parents[2] / "data" / "flight_recorder" / "tutorial_printed_dump_rank_0"
+
+
+def test_flight_recorder_dump_printed_by_python_is_refused_with_the_reason():
+    # PyTorch's tutorial shows the unpickled dump as Python prints it: `"process_group": ("0", "default_pg")`
+    # at line 39, column 22 (the '(' of the tuple).
+    text = FR.read_text()
+    line = next(i for i, t in enumerate(text.splitlines(), 1) if '("0", "default_pg")' in t)
+    with pytest.raises(TraceError, match=rf"line {line} column 22 .*a '\(' there is a Python tuple"):
+        ingest([FR])
+
+
+def test_flight_recorder_tutorial_dump_as_json_reads_its_entry(tmp_path):
+    # The same text with the tuple as a list and the `...` elision cut: one all_reduce of a [3, 4] Float tensor
+    # (12 elements) on group "0" of ranks [0, 1]; the rank is the file name's trailing 0.
+    text = FR.read_text().replace('("0", "default_pg")', '["0", "default_pg"]').replace("},\n    ...\n", "}\n")
+    path = tmp_path / "nccl_trace_rank_0"
+    path.write_text(text)
+    df = ingest([path])
+    assert df[["rank", "comm", "op", "count", "dtype", "nranks"]].values.tolist() == [
+        [0, "pg:0", "AllReduce", 12, "fp32", 2]]
+    assert df.attrs["collsim"]["comms"] == {"pg:0": [0, 1]}
