@@ -113,7 +113,7 @@ FR = Path(__file__).parents[2] / "data" / "flight_recorder" / "tutorial_printed_
 
 def test_flight_recorder_dump_printed_by_python_is_refused_with_the_reason():
     # PyTorch's tutorial shows the unpickled dump as Python prints it: `"process_group": ("0", "default_pg")`
-    # at line 39, column 22 (the '(' of the tuple).
+    # at line 38, column 22 (the '(' of the tuple).
     text = FR.read_text()
     line = next(i for i, t in enumerate(text.splitlines(), 1) if '("0", "default_pg")' in t)
     with pytest.raises(TraceError, match=rf"line {line} column 22 .*a '\(' there is a Python tuple"):
