@@ -24,8 +24,8 @@ K10 = DATA / "kineto" / "10_hta_sampled_ws128_rank1_old_format_collective_subset
 K11 = DATA / "kineto" / "11_hta_trace_compare_test_rank1_old_format_whole.json"
 K12 = DATA / "kineto" / "12_hta_no_record_shapes_rank1_first10_subset.json"
 K13 = DATA / "kineto" / "13_hta_no_distributed_info_collective_subset.json"
-ET04 = DATA / "pytorch_et" / "04_param_resnet_1gpu_chakra_1.0.3_et_collective_subset.json"
-ET05 = DATA / "pytorch_et" / "05_param_linear_et_no_collectives_first40.json"
+ET04 = DATA / "pytorch_et_single_rank" / "04_param_resnet_1gpu_chakra_1.0.3_et_collective_subset.json"
+ET05 = DATA / "pytorch_et_single_rank" / "05_param_linear_et_no_collectives_first40.json"
 OPS = {"allreduce": "AllReduce", "broadcast": "Broadcast", "nccl:all_reduce": "AllReduce",
        "nccl:all_to_all": "AllToAll", "nccl:_all_gather_base": "AllGather",
        "nccl:_reduce_scatter_base": "ReduceScatter"}
