@@ -293,9 +293,14 @@ def ingest_to_parquet(
                 # counted over all rows). Failures only: the full frame is built on this path alone.
                 from traces.schema import validate
 
+                from traces.formats.common import inputs_text
+
                 whole = rows.frame()
                 whole.attrs = {METADATA_KEY: {"world_size": meta["world_size"]}}
-                validate(whole, collectives=False)
+                try:
+                    validate(whole, collectives=False)
+                except TraceError as exc:  # the same message as the reader's (input files named)
+                    raise TraceError(f"{inputs_text(report)}: {exc}") from None
                 raise
         report.raise_if_strict(strict)  # after the rows' own checks, as the reader does
         if not len(rows):

@@ -17,8 +17,8 @@ from traces.schema import DTYPE_BYTES, METADATA_KEY, P2P_OPS, TraceError, new_me
 
 pd = lazy_module("pandas")  # first use imports it: `simrun ingest` of NCCL logs never does
 
-__all__ = ["Progress", "Ignored", "RankMap", "RowSink", "as_int", "finish_frame", "parse_int_list", "split_bytes_of",
-           "torch_count", "torch_dtype", "torch_op"]
+__all__ = ["Progress", "Ignored", "RankMap", "RowSink", "as_int", "finish_frame", "inputs_text", "parse_int_list",
+           "split_bytes_of", "torch_count", "torch_dtype", "torch_op"]
 
 #: A progress callback: called with the fraction of the input read so far (None: no progress).
 Progress = Callable[[float], Any] | None
@@ -184,13 +184,24 @@ def finish_frame(
     try:
         out = validate(df, collectives=False)  # checked in full by write_trace / read_trace
     except TraceError as exc:  # the row numbers are the frame's: name the input files too
-        raise TraceError(f"{_inputs(report)}: {exc}") from None
+        raise TraceError(f"{inputs_text(report)}: {exc}") from None
     out.attrs = {METADATA_KEY: meta}
     return out
 
 
-def _inputs(report: IngestReport) -> str:
-    """The files a reader read, for an error message: the file, or the first few of them."""
+def inputs_text(report: IngestReport) -> str:
+    """The files a reader read, for an error message: the file, or the first few of them.
+
+    Parameters
+    ----------
+    report : IngestReport
+        The report whose ``files`` were read.
+
+    Returns
+    -------
+    str
+        ``"a.log"``, ``"a.log, b.log"`` or ``"a.log, b.log and 3 more file(s)"`` (``"ingest"`` when none).
+    """
     files = report.files
     if len(files) <= 2:
         return ", ".join(files) or "ingest"
@@ -205,7 +216,7 @@ def _check_counts(count: pd.Series, sink: RowSink, report: IngestReport) -> None
     for row in sink.rows:
         value = row["count"]
         if not (isinstance(value, int | np.integer) and 0 <= value <= 1 << 53):
-            raise TraceError(f"{_inputs(report)}: rank {row['rank']} {row['op']} on {row['comm']}: element "
+            raise TraceError(f"{inputs_text(report)}: rank {row['rank']} {row['op']} on {row['comm']}: element "
                              f"count {str(value)[:40]} is outside 0..2**53")
 
 

@@ -111,7 +111,12 @@ def load_dump(path: Path) -> dict[str, Any]:
         try:
             dump = json.loads(raw.decode("utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise TraceError(f"{path}: not a Flight Recorder dump (neither pickle nor JSON: {exc})") from None
+            # PyTorch's tutorial prints an unpickled dump with tuples ("process_group": ("0", "default_pg")):
+            # Python's print of the dict, which is no JSON; the pickle itself or json.dump of it reads.
+            tuple_hint = (isinstance(exc, json.JSONDecodeError) and exc.doc[exc.pos:exc.pos + 1] == "(")
+            hint = "; a '(' there is a Python tuple: give the pickle, or json.dump the unpickled dict" if tuple_hint \
+                else ""
+            raise TraceError(f"{path}: not a Flight Recorder dump (neither pickle nor JSON: {exc}{hint})") from None
     if not isinstance(dump, dict) or "pg_config" not in dump:
         raise TraceError(f"{path}: not a Flight Recorder dump (no pg_config)")
     return dump

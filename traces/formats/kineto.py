@@ -296,7 +296,12 @@ def _add_record(path: Path, index: int, event: dict[str, Any], rank: int, pg_con
     if dtype is None:
         report.skip(f"dtype not in the schema ({args.get('dtype')})", where)
         return
+    # ``Process Group Name`` (PyTorch 2.2+); some builds record only the numeric ``Process Group ID``, which is
+    # the ``uid`` (and default ``pg_name``) of the group in ``distributedInfo.pg_config``.
     pg_name = str(args.get("Process Group Name", ""))
+    if not pg_name and as_int(args.get("Process Group ID")) is not None:
+        pg_id = as_int(args.get("Process Group ID"))
+        pg_name = next((name for name, pg in pg_config.items() if as_int(pg.get("uid")) == pg_id), str(pg_id))
     nranks = as_int(args.get("Group size")) or as_int((pg_config.get(pg_name) or {}).get("pg_size"))
     if not nranks:
         report.skip("collective without a group size", where)
@@ -359,7 +364,9 @@ def _add_annotation(path: Path, index: int, event: dict[str, Any], rank: int, wo
     total = _product(dims[0]) if dims else None
     dtype = torch_dtype(str(types[0])) if types else None
     if total is None or dtype is None:
-        report.skip("nccl annotation without input shape or dtype", where)
+        # A profile taken without record_shapes=True has neither (HTA's df_index_resolver trace).
+        report.skip("nccl annotation without input shape or dtype (profiled without record_shapes=True?)",
+                    where)
         return
     if op in ROOTED_OPS | P2P_OPS:
         # The old format records neither the root nor the peer: such ops cannot be placed.

@@ -159,6 +159,10 @@ def read_et_file(path: Path, data: dict[str, Any], sink: RowSink, comms: dict[st
     report.lines_read += len(nodes)
     pg_table = _pg_table(nodes, str(path))
     calls = [_Call(n) for n in sorted(nodes, key=lambda n: n.id) if n.name == "record_param_comms"]
+    if not calls:  # a rank that made no collective call: nothing to read, and no rank to tell
+        report.notes.append(f"{path.name}: no record_param_comms node (the traced process made no collective "
+                            "call)")
+        return None
     rank = _own_rank(path, calls)
     largest = max([c.size or 0 for c in calls] + [len(c.in_split or []) for c in calls] + [0]) or None
     ptr_comms: dict[int, str] = {}

@@ -110,7 +110,11 @@ def group_instances(instances: list[Instance], notes: list[str],
     for inst in sorted(by_id, key=lambda i: i.start):
         _place(comms, inst, inst.comm_id or "", inst.rank or 0)
     if no_id:
-        notes.append(f"{len(no_id)} communicator member(s) have Init lines without commId (NCCL < 2.16): "
+        # An instance known from the 2.20+ ``nRanks ... localRanks`` line alone (its ``Init COMPLETE`` line,
+        # which has the commId, not in the log) is no sign of an old NCCL.
+        why = ("NCCL < 2.16" if any(i.local_ranks is None for i in no_id)
+               else "only the NCCL 2.20+ 'nRanks ... localRanks' line, no 'Init COMPLETE' line with the commId")
+        notes.append(f"{len(no_id)} communicator member(s) have Init lines without commId ({why}): "
                      "grouped into communicators by size and free rank, in order of appearance")
         for inst in sorted(no_id, key=lambda i: i.start):
             _place(comms, inst, f"comm-{inst.key[2]}", inst.rank or 0, by_size=True)

@@ -40,10 +40,15 @@ COLL_RE = re.compile(
     r" comm (?P<comm>\S+) \[nranks=(?P<nranks>\d+)\](?: stream(?: (?P<stream>\S+))?)?"
     r"(?: task (?P<task>-?\d+) globalrank (?P<grank>-?\d+))?"
 )
-#: ``host:pid:tid [dev] NCCL INFO `` ending right where a body starts.
-PREFIX_END_RE = re.compile(r"(?P<host>[^\s:]*):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>-?\d+)\] NCCL INFO\s*$")
+#: ``host:pid:tid [dev] NCCL INFO `` ending right where a body starts, or followed by one bracketed rank tag
+#: (``NCCL INFO [2] AllReduce: opCount ...``: a build that tags its COLL lines, NVIDIA/nccl#1352; NCCL itself
+#: never prints one there, so the tag is not read, only stepped over). RCCL of 2019 printed microseconds since
+#: the epoch after ``[dev]`` (``[1] 1558545003174220 NCCL INFO``, ROCm/rtg_tracer): read as the line's time.
+PREFIX_END_RE = re.compile(r"(?P<host>[^\s:]*):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>-?\d+)\](?: (?P<usec>\d{1,19}))?"
+                           r" NCCL INFO(?: \[\d+\])?\s*$")
 #: The same prefix anywhere (for Init, ring and TUNING lines, whose body follows it).
-PREFIX_RE = re.compile(r"(?P<host>[^\s:]*):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>-?\d+)\] NCCL INFO ")
+PREFIX_RE = re.compile(r"(?P<host>[^\s:]*):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>-?\d+)\](?: (?P<usec>\d{1,19}))?"
+                       r" NCCL INFO ")
 #: ``%F %T`` with optional subseconds, bracketed (NCCL 2.26) or bare (external loggers).
 TIMESTAMP_RE = re.compile(r"(\d{4})-(\d\d)-(\d\d)[ T](\d\d):(\d\d):(\d\d)(?:[.,](\d{1,9}))?")
 
@@ -116,7 +121,13 @@ def parse_prefix_before(line: str, end: int) -> Prefix:
     m = PREFIX_END_RE.search(line, 0, end)
     if m is None:
         return NO_PREFIX
-    return Prefix(m["host"], int(m["pid"]), int(m["tid"]), timestamp_us(line[: m.start()]), int(m["dev"]))
+    return Prefix(m["host"], int(m["pid"]), int(m["tid"]), _time_of(line, m), int(m["dev"]))
+
+
+def _time_of(line: str, m: re.Match[str]) -> int | None:
+    """The line's time (µs): an outer timestamp before the prefix, else RCCL's microseconds after ``[dev]``."""
+    outer = timestamp_us(line[: m.start()])
+    return outer if outer is not None or m["usec"] is None else int(m["usec"])
 
 
 def op_name(raw: str) -> str | None:
@@ -195,8 +206,7 @@ def parse_prefix_at(line: str, pos: int) -> Prefix:
         best = m
     if best is None:
         return Prefix("", -1, -1, timestamp_us(line[:pos]))
-    return Prefix(best["host"], int(best["pid"]), int(best["tid"]), timestamp_us(line[: best.start()]),
-                  int(best["dev"]))
+    return Prefix(best["host"], int(best["pid"]), int(best["tid"]), _time_of(line, best), int(best["dev"]))
 
 
 def algo_name(token: str) -> str:

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from traces.formats.common import inputs_text
 from traces.formats.files import compression_of
 from traces.formats.nccl import comms as C
 from traces.formats.nccl.init_meta import gpus_per_node, host_dev, order_hosts, ring_metadata
@@ -97,7 +98,10 @@ def read_nccl_logs(
     """
     compact, report = scan_nccl_logs(paths, progress=progress)
     df = compact.frame()
-    df = validate(df, collectives=False)  # checked in full by write_trace / read_trace
+    try:
+        df = validate(df, collectives=False)  # checked in full by write_trace / read_trace
+    except TraceError as exc:  # the row numbers are the frame's: name the input files too (as finish_frame)
+        raise TraceError(f"{inputs_text(report)}: {exc}") from None
     df.attrs["collsim"] = compact.meta
     report.raise_if_strict(strict)
     return df, report

@@ -75,7 +75,9 @@ def parse_slow(text: str, nxt: str | None, line: int, scan: FileScan, slow: dict
     if not marks:
         return
     recs = L.parse_coll_lines(text)
-    if not recs and nxt is not None and nxt[:1].isspace():  # hard-wrapped mid-body: join the continuation
+    # Hard-wrapped mid-body: join the continuation, indented or not (copies from a web page lose the indent)
+    # when it holds no COLL mark and no prefix of its own (then it is no line of another process).
+    if not recs and nxt is not None and (nxt[:1].isspace() or (L.COLL_MARK not in nxt and " NCCL " not in nxt)):
         recs = L.parse_coll_lines(text.rstrip() + " " + nxt.strip())
     if len(recs) < marks:
         report.skip("malformed COLL line (fields missing or garbled)", f"{scan.path}:{line}", marks - len(recs))

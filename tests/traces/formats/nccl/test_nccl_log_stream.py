@@ -43,7 +43,10 @@ def test_stream_gives_the_rows_and_metadata_of_ingest(tmp_path: Path, monkeypatc
     monkeypatch.setattr(output, "BLOCK_ROWS", block_rows)
     inputs = [p for p in LOGS if _has_rows(p)]
     assert len(inputs) >= 5
-    for paths in [*inputs, inputs]:
+    # The 2019 RCCL sample's clock readings lie 6 years before the 2025 ones: read together, they are more
+    # than the schema's 1e6 s apart and refused (test_nccl_log_unseen.py); every other log goes in together.
+    together = [p for p in inputs if "rtg_tracer" not in p]
+    for paths in [*inputs, together]:
         a, b = _both(paths, tmp_path)
         x, y = read_trace(a), read_trace(b)
         pd.testing.assert_frame_equal(x, y)
@@ -90,7 +93,7 @@ def test_a_bad_row_in_a_later_block_is_named_as_in_the_whole_trace(tmp_path: Pat
     with pytest.raises(TraceError) as streamed:
         ingest_to_parquet(path, tmp_path / "x.parquet")
     assert str(api.value) == str(streamed.value)
-    assert str(streamed.value).startswith("row 2: ")
+    assert str(streamed.value).startswith(f"{path}: row 2: ")  # the input named, as every reader does
     assert not (tmp_path / "x.parquet").exists()
 
 
