@@ -291,9 +291,8 @@ def ingest_to_parquet(
             except TraceError:
                 # A block sees its own rows only: the whole trace's check gives the message ingest gives (row
                 # counted over all rows). Failures only: the full frame is built on this path alone.
-                from traces.schema import validate
-
                 from traces.formats.common import inputs_text
+                from traces.schema import validate
 
                 whole = rows.frame()
                 whole.attrs = {METADATA_KEY: {"world_size": meta["world_size"]}}

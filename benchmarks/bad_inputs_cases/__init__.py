@@ -6,8 +6,15 @@
 
 from __future__ import annotations
 
-from bad_inputs_cases import (command_cases, io_cases, option_cases, real_file_cases, topology_cases, trace_cases,
-                              unseen_cases)
+from bad_inputs_cases import (
+                              command_cases,
+                              io_cases,
+                              option_cases,
+                              real_file_cases,
+                              topology_cases,
+                              trace_cases,
+                              unseen_cases,
+)
 from bad_inputs_cases.common import Case, Outcome
 
 __all__ = ["CASES", "Case", "Outcome"]
