@@ -24,7 +24,7 @@ from typing import Any
 from sim.errors import OptionError
 
 ALGOS = ("auto", "ring", "tree", "direct")
-ROUTINGS = ("ecmp", "spray", "single")
+ROUTINGS = ("ecmp", "spray", "single", "dmodk")
 TIMINGS = ("auto", "gaps", "trace", "asap")
 #: Simulation tiers (``model``).
 MODELS = ("flow", "analytical", "both")

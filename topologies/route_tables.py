@@ -269,6 +269,26 @@ class RouteTables:
         return np.cumsum(self.num_paths[target * S + self.sw_of[self.ldst[self.nh_lid]]])
 
     @cached_property
+    def leaf_rank(self) -> np.ndarray:
+        """Each GPU's index in leaf order: sorted by its first access switch, then by slot (int64).
+
+        The destination index of ``dmodk`` routing (:func:`topologies.route_walk.network_paths`): OpenSM's
+        fat-tree routing numbers the hosts leaf switch by leaf switch, so GPUs under one leaf get consecutive
+        indices (on ``fat_tree`` this is the slot itself; on rail fabrics the servers of one rail).
+
+        Examples
+        --------
+        >>> from topologies import fat_tree
+        >>> g = fat_tree(4, gpus_per_server=2)
+        >>> bool((RouteTables(g, link_table(g)).leaf_rank == np.arange(16)).all())
+        True
+        """
+        order = np.lexsort((np.arange(self.num_gpus), self.acc_sw[:, 0]))
+        rank = np.empty(self.num_gpus, dtype=np.int64)
+        rank[order] = np.arange(self.num_gpus)
+        return rank
+
+    @cached_property
     def all_direct(self) -> bool:
         """Every GPU reaches every other GPU's access switches through the network (no relays needed)."""
         t = self.target_of

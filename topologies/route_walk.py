@@ -1,7 +1,8 @@
-"""The network walk of ``ecmp``, ``single`` and ``spray`` routes in numpy, over :class:`RouteTables`.
+"""The network walk of ``ecmp``, ``single``, ``dmodk`` and ``spray`` routes in numpy, over :class:`RouteTables`.
 
 ``ecmp`` and ``single``: at each switch a hash of (src, dst, flow_key, seed, switch) picks one of the
 equal-cost next hops (:func:`flow_hash`, :func:`mix`); flows walk hop by hop, all at once as numpy arrays.
+``dmodk``: the same walk with the choice taken from the destination's index alone (:func:`dmodk_digit`).
 ``spray``: the flow's bytes split evenly over all equal-cost paths, at most ``max_paths`` of them, evenly
 spaced in the ranked list of paths from a hashed offset (:func:`spray_paths`). The compiled twin of the
 ``ecmp`` walk is :mod:`topologies.routing_numba`; :class:`topologies.routing.Router` picks one.
@@ -70,7 +71,7 @@ def flow_hash(seed: int, single: bool, src, dst, key, kernels=None) -> np.ndarra
 
 
 def network_paths(tables: RouteTables, a: np.ndarray, b: np.ndarray, h: np.ndarray, spray: bool,
-                  max_paths: int, name: str) -> tuple[np.ndarray, np.ndarray]:
+                  max_paths: int, name: str, dest: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Network paths GPU a -> GPU b: (sub-flow link matrix padded with -1, sub-flows per flow).
 
     Parameters
@@ -87,6 +88,9 @@ def network_paths(tables: RouteTables, a: np.ndarray, b: np.ndarray, h: np.ndarr
         Most sub-flows of a sprayed flow.
     name : str
         The topology's name, for errors.
+    dest : numpy.ndarray of int64, optional
+        ``dmodk``: each flow's destination index (:attr:`RouteTables.leaf_rank` of ``b``); the hop choice is
+        then :func:`dmodk_digit` of it instead of the hash ``h`` (which is ignored).
 
     Raises
     ------
@@ -102,7 +106,11 @@ def network_paths(tables: RouteTables, a: np.ndarray, b: np.ndarray, h: np.ndarr
     if spray:
         return spray_paths(tables, a, b, t, h, acc_d, best, max_paths)
     ismin = acc_d == best[:, None]
-    choice = nth_true(ismin, (h % ismin.sum(axis=1).astype(_U64)).astype(np.int64))
+    if dest is not None:
+        radix = np.ones(len(a), dtype=np.int64)
+        choice = nth_true(ismin, dmodk_digit(dest, radix, ismin.sum(axis=1)))
+    else:
+        choice = nth_true(ismin, (h % ismin.sum(axis=1).astype(_U64)).astype(np.int64))
     length = best.astype(np.int64) + 1
     out = np.full((len(a), int(length.max())), -1, dtype=np.int64)
     out[:, 0] = tables.acc_lid[a, choice]
@@ -116,17 +124,61 @@ def network_paths(tables: RouteTables, a: np.ndarray, b: np.ndarray, h: np.ndarr
         x = tables.acc_sw[a[sel], choice[sel]]
         base = t[sel] * tables.S
         hs = h[sel]
+        ds, rs = (dest[sel], radix[sel]) if dest is not None else (None, None)
         for step in range(1, steps - 1):
             key = base + x
-            with np.errstate(over="ignore"):
-                hop = mix(hs ^ salt[x])
-            j = (hop % tables.nh_cnt[key].astype(_U64)).astype(np.int64)
+            if ds is not None:
+                j = dmodk_digit(ds, rs, tables.nh_cnt[key])
+            else:
+                with np.errstate(over="ignore"):
+                    hop = mix(hs ^ salt[x])
+                j = (hop % tables.nh_cnt[key].astype(_U64)).astype(np.int64)
             lid = tables.nh_lid[tables.nh_ptr[key] + j]
             out[sel, step] = lid
             x = tables.sw_of[tables.ldst[lid]]
         if steps > 1:
             out[sel, steps - 1] = tables.lookup(tables.sw_node[x], tables.gpu_node[b[sel]])
     return out, np.ones(len(a), dtype=np.int64)
+
+
+def dmodk_digit(dest: np.ndarray, radix: np.ndarray, count: np.ndarray) -> np.ndarray:
+    """D-mod-k: the next-hop choice ``(dest // radix) % count``, and ``radix *= count`` in place.
+
+    Zahavi et al.'s D-mod-k (E. Zahavi, G. Johnson, D. J. Kerbyson, M. Lang, "Optimized InfiniBand fat-tree
+    routing for shift all-to-all communication patterns", Concurrency Computat.: Pract. Exper. 22(2), 2010;
+    C. Gomez et al., "Deterministic versus adaptive routing in fat-trees", IPDPS 2007), the up-port rule of
+    OpenSM's ``ftree`` routing: at the ``l``-th hop with a choice, among ``k_l`` equal-cost next hops, take
+    digit ``l`` of the destination's index in the mixed radix of the hops below, ``(d // (k_1 ... k_{l-1}))
+    mod k_l``. A hop with one next hop (every downward hop of a fat tree) leaves the radix as it is. On a
+    fat tree or XGFT every flow reaches a switch through hops of the same fan-outs, so the choice is a
+    function of (switch, destination) only: a linear forwarding table, as the subnet manager programs it.
+
+    Parameters
+    ----------
+    dest : numpy.ndarray of int64
+        Destination index per flow.
+    radix : numpy.ndarray of int64
+        Product of the fan-outs of the flow's earlier hops (updated in place; capped once above every index).
+    count : numpy.ndarray of int
+        Equal-cost next hops at this hop (>= 1).
+
+    Returns
+    -------
+    numpy.ndarray of int64
+
+    Examples
+    --------
+    >>> r = np.ones(3, dtype=np.int64)
+    >>> dmodk_digit(np.array([5, 6, 7]), r, np.array([2, 2, 2])).tolist(), r.tolist()
+    ([1, 0, 1], [2, 2, 2])
+    >>> dmodk_digit(np.array([5, 6, 7]), r, np.array([2, 2, 1])).tolist()
+    [0, 1, 0]
+    """
+    count = count.astype(np.int64)
+    j = (dest // radix) % count
+    top = int(dest.max()) + 1 if len(dest) else 1
+    radix[:] = np.where(radix > top, radix, radix * count)
+    return j
 
 
 def spray_paths(tables: RouteTables, a, b, t, h, acc_d, best, max_paths: int) -> tuple[np.ndarray, np.ndarray]:
@@ -236,4 +288,4 @@ def unrank(weights: np.ndarray, rank: np.ndarray) -> tuple[np.ndarray, np.ndarra
     return pick, rank - before
 
 
-__all__ = ["flow_hash", "mix", "network_paths", "nth_true", "search_segments", "spray_paths", "unrank"]
+__all__ = ["dmodk_digit", "flow_hash", "mix", "network_paths", "nth_true", "search_segments", "spray_paths", "unrank"]

@@ -1,4 +1,4 @@
-"""Paths between GPUs: ``ecmp``, ``spray`` and ``single`` routing, NVLink inside a server, PXN for rails.
+"""Paths between GPUs: ``ecmp``, ``spray``, ``single`` and ``dmodk`` routing, NVLink inside a server, PXN for rails.
 
 One vectorised method serves every graph (presets, YAML graphs, presets with failed links removed):
 
@@ -24,6 +24,13 @@ Modes:
 ``spray``  the flow's bytes split evenly over all equal-cost paths (each path ``1/n``). At most
            :data:`MAX_SPRAY_PATHS` paths per flow: beyond that, that many distinct paths evenly spaced in the
            ranked list of paths from a hashed offset.
+``dmodk``  InfiniBand's destination routing: a switch forwards on the destination LID alone, from the
+           linear forwarding table the subnet manager wrote; OpenSM's ``ftree`` routing fills it D-mod-k (at
+           an upward hop the up-port is a digit of the destination's index, not a per-flow hash:
+           :func:`topologies.route_walk.dmodk_digit`, the index :attr:`RouteTables.leaf_rank`). One path per
+           destination GPU: ``flow_key``, ``seed`` and the source do not move it (a flow's path from the
+           first switch where it meets another flow to the same destination is that flow's). Always walked
+           in numpy (the compiled walk hashes; ``dmodk`` falls back to the numpy walk).
 
 The pieces live one responsibility a module: the tables (:mod:`topologies.route_tables`), the network walk
 (:mod:`topologies.route_walk`; its compiled twin :mod:`topologies.routing_numba`), relays and NVLink legs
@@ -49,13 +56,13 @@ from topologies.routes import Routes, chain_routes, lead_legs
 from topologies.schema import gpu_name
 
 #: Routing modes.
-ROUTING_MODES: tuple[str, ...] = ("ecmp", "spray", "single")
+ROUTING_MODES: tuple[str, ...] = ("ecmp", "spray", "single", "dmodk")
 #: Most sub-flows a sprayed flow is split into.
 MAX_SPRAY_PATHS = 16
 
 #: Route walk for ``ecmp`` and ``single``: "auto" (numpy until :func:`use_compiled_walk` says the compiled
 #: walk of :mod:`topologies.routing_numba` pays for loading numba), "jit" (always) or "numpy" (never).
-#: Routes are identical (tested); ``spray`` always walks in numpy.
+#: Routes are identical (tested); ``spray`` and ``dmodk`` always walk in numpy.
 WALK = "auto"
 #: CPU seconds to import numba and load the cached walk in a fresh process (``python
 #: benchmarks/bench_scale.py --walk-crossover``: 1.0 s under a load average of 8, about 0.75 s quieter; the
@@ -114,7 +121,7 @@ class Router:
     ----------
     graph : networkx.Graph
         Any topology with SPEC §4 attributes (links may have been removed or capacities changed).
-    routing : {"ecmp", "spray", "single"}
+    routing : {"ecmp", "spray", "single", "dmodk"}
         Path choice (see the module docstring).
     seed : int
         Seed of the ECMP hash.
@@ -195,7 +202,7 @@ class Router:
                 raise TopologyError(f"{self.name}: gpu{arr[bad][0]} is not in the topology "
                                     f"(it has {self.num_gpus} GPUs, gpu0..gpu{self.num_gpus - 1})")
         f = len(src)
-        jit = self.routing != "spray" and use_compiled_walk(f)
+        jit = self.routing in ("ecmp", "single") and use_compiled_walk(f)
         kernels = _walk_kernels() if jit else None
         h = flow_hash(self.seed, self.routing == "single", src, dst, key, kernels)
         same = self._tables.domain[src] == self._tables.domain[dst]
@@ -209,14 +216,15 @@ class Router:
         post = nvlink_legs(self._tables, np.where(same, dst, hh), dst, self._intra_cache, self.name)
         if kernels is not None:
             return self._route_compiled(kernels, g, hh, h, inter, pre, post)
-        if self.routing != "spray" and WALK != "jit":
+        if self.routing in ("ecmp", "single") and WALK != "jit":
             charge_walk(WALK_CALL_S + WALK_FLOW_S * f)
         n_sub = np.ones(f, dtype=np.int64)
         net_rows = np.zeros((0, 0), dtype=np.int64)
         fraction_net = np.zeros(0)
         if len(inter):
+            dest = self._tables.leaf_rank[hh[inter]] if self.routing == "dmodk" else None
             net_rows, net_count = network_paths(self._tables, g[inter], hh[inter], h[inter],
-                                                self.routing == "spray", self.max_paths, self.name)
+                                                self.routing == "spray", self.max_paths, self.name, dest)
             n_sub[inter] = net_count
             fraction_net = np.repeat(1.0 / net_count, net_count)
         if self.routing != "spray" or not len(inter):  # one sub-flow per flow: no expansion
