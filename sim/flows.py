@@ -77,7 +77,7 @@ def simulate_flows(topology: nx.Graph, flows: pd.DataFrame, routing: str = "ecmp
     flows : pandas.DataFrame
         Columns ``src``, ``dst`` (int GPU slots), ``bytes`` (int >= 0), ``start_s`` (float >= 0); other
         columns are kept.
-    routing : {"ecmp", "spray", "single"}
+    routing : {"ecmp", "spray", "single", "dmodk"}
         Path choice of :class:`topologies.Router`.
     seed : int
         Seed of the ECMP hash.

@@ -64,7 +64,7 @@ class SimOptions:
     ----------
     algo : {"auto", "ring", "tree", "direct"}
         Collective algorithm (``auto`` chooses per op and size as NCCL does).
-    routing : {"ecmp", "spray", "single"}
+    routing : {"ecmp", "spray", "single", "dmodk"}
     seed : int
         0 to ``MAX_SEED``; seeds routing and the choice of failed / degraded links.
     timing : {"auto", "gaps", "trace", "asap"}

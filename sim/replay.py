@@ -127,7 +127,7 @@ def simulate(trace_df: pd.DataFrame, topology, algo: str = "auto", routing: str 
         ``gpus_per_server = gpus_per_node``; ``topology_params`` adds builder parameters).
     algo : {"auto", "ring", "tree", "direct"}
         Collective algorithm (``auto`` chooses per op and size as NCCL does).
-    routing : {"ecmp", "spray", "single"}
+    routing : {"ecmp", "spray", "single", "dmodk"}
     seed : int
         Seeds routing and the choice of failed / degraded links; the same seed gives the same results.
     options : sim.options.SimOptions, optional

@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from sim.cli.common import parse_set_options
+from sim.option_values import ROUTINGS
 
 _OPS = ("all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast", "reduce", "sendrecv")
 
@@ -48,7 +49,7 @@ class _BenchCommand(click.Command):
                    "switches: ignored, as NCCL does without them); lists 'Ring,Tree', exclusions '^NVLS'.")
 @click.option("--proto", default=None, metavar="NCCL_PROTO",
               help="Protocols the tuner may use, as NCCL_PROTO: LL, LL128, Simple, '^LL'.")
-@click.option("--routing", type=click.Choice(["ecmp", "spray", "single"]), default="ecmp", show_default=True)
+@click.option("--routing", type=click.Choice(list(ROUTINGS)), default="ecmp", show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the ECMP hash.")
 @click.option("-o", "--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Output folder [default: simrun-out/bench-<op>-<topo>/].")

@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from sim.cli.common import parse_set_options, progress_bar, wide_console
+from sim.option_values import ROUTINGS
 
 
 def _print(table, page: Path) -> None:
@@ -38,7 +39,7 @@ def _print(table, page: Path) -> None:
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
               help="Topology parameter or simulator option applied to every fabric (repeatable).")
 @click.option("--algo", type=click.Choice(["auto", "ring", "tree", "direct"]), default="auto", show_default=True)
-@click.option("--routing", type=click.Choice(["ecmp", "spray", "single"]), default="ecmp", show_default=True)
+@click.option("--routing", type=click.Choice(list(ROUTINGS)), default="ecmp", show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("-o", "--out", "out", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Output folder [default: simrun-compare/<trace>/].")

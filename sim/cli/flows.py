@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 from sim.cli.common import parse_set_options
+from sim.option_values import ROUTINGS
 
 #: ``--set`` keys that already fix a topology's size (then ``num_gpus`` is not derived from the flows).
 _SIZE_KEYS = ("num_gpus", "k", "num_leaves", "num_units")
@@ -20,7 +21,7 @@ _SIZE_KEYS = ("num_gpus", "k", "num_leaves", "num_units")
 @click.option("--topo", required=True, help="Preset name (fat_tree, leaf_spine, ...) or a YAML file.")
 @click.option("--set", "set_options", multiple=True, metavar="KEY=VALUE",
               help="Topology parameter (repeatable, or k1=v1,k2=v2).")
-@click.option("--routing", type=click.Choice(["ecmp", "spray", "single"]), default="ecmp", show_default=True)
+@click.option("--routing", type=click.Choice(list(ROUTINGS)), default="ecmp", show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the ECMP hash.")
 @click.option("--completion-quantile", "--quantile", "completion_quantile", type=click.FloatRange(0.0, 1.0, max_open=True), default=0.0,
               show_default=True,

@@ -15,6 +15,7 @@ import click
 
 from sim.cli.common import parse_set_options, progress_bar
 from sim.errors import OptionError
+from sim.option_values import ROUTINGS
 from sim.options import SET_KEYS, SimOptions, set_options
 
 #: Default completion batching of the CLI (``sim.simulate`` itself defaults to exact). Measured on the main
@@ -219,7 +220,7 @@ def _print_table(result, out_dir: Path, plots: bool = True) -> None:
 @click.option("--set", "set_values", multiple=True, metavar="KEY=VALUE",
               help="Topology parameter (k=8, oversubscription=2) or simulator option (timing, bin_s, quantile).")
 @click.option("--algo", type=click.Choice(["auto", "ring", "tree", "direct"]), default="auto", show_default=True)
-@click.option("--routing", type=click.Choice(["ecmp", "spray", "single"]), default="ecmp", show_default=True)
+@click.option("--routing", type=click.Choice(list(ROUTINGS)), default="ecmp", show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("-o", "--out", "out", type=click.Path(file_okay=False), default=None,
               help="Output folder [default: simrun-out/<trace>-<topo>/]; a previous run's files there are replaced.")

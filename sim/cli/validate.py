@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from sim.cli.common import parse_set_options
+from sim.option_values import ROUTINGS
 
 
 def _pct(x: float) -> str:
@@ -20,7 +21,7 @@ def _pct(x: float) -> str:
 @click.option("--set", "set_options", multiple=True, metavar="KEY=VALUE",
               help="Topology parameter (repeatable, or k1=v1,k2=v2): link_gbps, nvlink_gbps, gpu, nic, "
                    "gpus_per_server (when the file has no '# Rank' lines), ...")
-@click.option("--routing", type=click.Choice(["ecmp", "spray", "single"]), default="ecmp", show_default=True)
+@click.option("--routing", type=click.Choice(list(ROUTINGS)), default="ecmp", show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the ECMP hash.")
 @click.option("-o", "--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Output folder [default: simrun-out/validate-<file>/].")
