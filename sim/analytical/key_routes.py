@@ -34,7 +34,7 @@ LOADS_MIN_TRANSFERS = 100_000
 
 
 class _Grow:
-    """A growing 1-d array (capacity doubles: appending is amortised O(1))."""
+    """A growing 1-d array (capacity grows by half: appending is amortised O(1), at most 1.5x the size)."""
 
     def __init__(self, dtype) -> None:
         self.buf = np.zeros(16, dtype=dtype)
@@ -43,7 +43,7 @@ class _Grow:
     def append(self, values: np.ndarray) -> None:
         need = self.n + len(values)
         if need > len(self.buf):
-            bigger = np.zeros(max(need, 2 * len(self.buf)), dtype=self.buf.dtype)
+            bigger = np.zeros(max(need, len(self.buf) * 3 // 2), dtype=self.buf.dtype)
             bigger[:self.n] = self.buf[:self.n]
             self.buf = bigger
         self.buf[self.n:need] = values
@@ -121,12 +121,11 @@ class KeyRoutes:
         self.ids = np.zeros(0, dtype=np.int64)     # sorted key x gpus^2 + pair
         self.id_row = np.zeros(0, dtype=np.int64)  # row of each sorted id
         self.links = _Grow(np.int64)               # CSR entries of all rows
-        self.frac = _Grow(np.float64)              # their fractions (ones unless sprayed)
+        self.frac: _Grow | None = None             # their fractions, kept from the first sprayed row on
         self.row_ptr = _Grow(np.int64)
         self.row_ptr.append(np.zeros(1, np.int64))
         self.s_per_byte = _Grow(np.float64)
         self.latency_s = _Grow(np.float64)
-        self.sprayed = False
         self.routed_pairs = 0
         self.batch_pairs = 1 << 20
 
@@ -151,10 +150,12 @@ class KeyRoutes:
         else:  # a sprayed flow sends fixed fractions in parallel: its bytes take at least the slowest one
             spb = np.maximum.reduceat(frac / cap_min, sub_ptr[:-1])
             lat_flow = np.minimum.reduceat(lat, sub_ptr[:-1])
-        if not np.all(frac == 1.0):
-            self.sprayed = True
+        if self.frac is None and not np.all(frac == 1.0):  # ones for the rows so far, then every row's
+            self.frac = _Grow(np.float64)
+            self.frac.append(np.ones(self.links.n))
         self.links.append(link_idx)
-        self.frac.append(np.repeat(frac, per_sub))
+        if self.frac is not None:
+            self.frac.append(np.repeat(frac, per_sub))
         self.row_ptr.append(self.row_ptr.buf[self.row_ptr.n - 1] + np.cumsum(per_row))
         self.s_per_byte.append(spb)
         self.latency_s.append(lat_flow)
@@ -209,7 +210,7 @@ class KeyRoutes:
         total_rows = self.s_per_byte.n
         order = np.argsort((ukey - ukey[0]) * total_rows + urows)
         group, cell_rows, row_bytes = ukey[order], urows[order], ubytes[order]
-        frac = self.frac.view() if self.sprayed else np.zeros(0)
+        frac = np.zeros(0) if self.frac is None else self.frac.view()
         row_ptr, links = self.row_ptr.view(), self.links.view()
         if len(rows) >= LOADS_MIN_TRANSFERS or use_compiled_walk():  # numba loaded, or it pays at once
             from sim.analytical.kernels import grouped_loads

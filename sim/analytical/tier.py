@@ -100,7 +100,9 @@ def op_times(ops, keys: list, algo: str, graph, ideal_graph, router, meta: Mappi
     for i, rec in enumerate(records):
         split = ops.splits[i]
         same = cache.setdefault(keys[i], [])
-        hit = next((h for s, h in same if _split_equal(s, split)), None)
+        # the memo keeps the op's index, not its matrix (split matrices are built per access: holding them
+        # all would hold every AllToAll's n x n matrix at once)
+        hit = next((h for j, h in same if _split_equal(None if split is None else ops.splits[j], split)), None)
         if hit is None:
             plan, bare = plan_op_pair(rec, split, algo, graph, meta, plan_options, servers)
             t, path, link, flows, load = _bound(plan, str(rec["comm"]), routes, None)
@@ -113,7 +115,7 @@ def op_times(ops, keys: list, algo: str, graph, ideal_graph, router, meta: Mappi
             else:
                 ideal = _bound(plan, str(rec["comm"]), None, ports)[0]
             hit = ((t, path, link, ideal, flows), plan.algo, load)
-            same.append((split, hit))
+            same.append((i, hit))
         out[i] = hit[0]
         algos.append(hit[1])
         if hit[2] is not None:
