@@ -29,7 +29,8 @@ __all__ = ["LOADS_CALL_S", "LOADS_ENTRY_S", "LOADS_MIN_TRANSFERS", "KeyRoutes", 
 LOADS_CALL_S = 0.2e-3
 LOADS_ENTRY_S = 100e-9
 #: An op with this many transfers loads the compiled kernel at once (the numpy loads of a 1,024-GPU decode
-#: all-to-all, 280k transfers, cost about 40 ms each against 0.75 s to load numba once for 116 of them).
+#: all-to-all, 113k pairs and their PXN legs, cost about 40 ms each under load, against 0.75 s to load
+#: numba once for 116 of them).
 LOADS_MIN_TRANSFERS = 100_000
 
 
