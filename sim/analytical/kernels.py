@@ -7,6 +7,8 @@
   bit-identical, as ``tests/sim/analytical/test_kernels.py`` checks).
 - :func:`link_loads`: ``bincount(links, weights=repeat(row_bytes, per_row) [x fraction])``, adding in the
   same order (identical sums).
+- :func:`grouped_loads`: :func:`sim.analytical.key_routes.grouped_loads_numpy` (per group of rows a sum
+  from zero, then the groups' sums in order), in one pass over the rows' links.
 
 :func:`topologies.routing.use_compiled_walk` decides when they run (numba is loaded for the route walk
 then anyway). numba caches the machine code on disk (``cache=True``).
@@ -17,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = ["MAX_PATH_LINKS", "link_loads", "path_bounds"]
+__all__ = ["MAX_PATH_LINKS", "grouped_loads", "link_loads", "path_bounds"]
 
 #: Longest path (links) :func:`path_bounds` sums like numpy (beyond, numpy's pairwise sum recurses).
 MAX_PATH_LINKS = 129
@@ -97,4 +99,37 @@ def link_loads(links, fraction, row_ptr, row_bytes, n_links):
             continue
         for e in range(row_ptr[r], row_ptr[r + 1]):
             load[links[e]] += w * fraction[e] if frac else w
+    return load
+
+
+@njit(cache=True, nogil=True)
+def grouped_loads(group, rows, row_bytes, row_ptr, links, fraction, n_links):
+    """Bytes per link: for each group of ``rows`` (``group`` non-decreasing), its rows' ``row_bytes`` (times
+    ``fraction[e]`` when not empty) summed per link from zero in row order; each group's sums then added
+    to the total in group order. Rows without bytes are skipped (adding their zeros changes no sum)."""
+    load = np.zeros(n_links)
+    part = np.zeros(n_links)
+    seen = np.zeros(n_links, np.bool_)
+    touched = np.empty(n_links, np.int64)
+    frac = len(fraction) > 0
+    nt = 0
+    n = len(rows)
+    for q in range(n):
+        r = rows[q]
+        w = row_bytes[q]
+        if w != 0.0:
+            for e in range(row_ptr[r], row_ptr[r + 1]):
+                link = links[e]
+                if not seen[link]:
+                    seen[link] = True
+                    touched[nt] = link
+                    nt += 1
+                part[link] += w * fraction[e] if frac else w
+        if q + 1 == n or group[q + 1] != group[q]:
+            for t in range(nt):
+                link = touched[t]
+                load[link] += part[link]
+                part[link] = 0.0
+                seen[link] = False
+            nt = 0
     return load

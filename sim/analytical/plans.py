@@ -18,7 +18,7 @@ from sim.errors import SimError
 from sim.planning import pxn, tuning
 from sim.planning.collectives import TransferPlan, plan_collective, split_matrix
 
-__all__ = ["alltoall_plan", "plan_op", "servers_of"]
+__all__ = ["alltoall_plan", "plan_op", "plan_op_pair", "servers_of"]
 
 
 def servers_of(graph, ranks: np.ndarray) -> np.ndarray:
@@ -75,17 +75,45 @@ def alltoall_plan(nbytes: float, ranks: np.ndarray, split_bytes, server: np.ndar
                         chunk=np.zeros(k, np.int32))
 
 
-def plan_op(rec: Mapping, split, algo: str, graph, meta: Mapping, options: Mapping[str, Any]) -> TransferPlan:
-    """The transfer plan of one op instance (a row of :func:`sim.replay.build_ops`), as the flow tier plans it."""
+def plan_op(rec: Mapping, split, algo: str, graph, meta: Mapping, options: Mapping[str, Any],
+            servers: dict | None = None) -> TransferPlan:
+    """The transfer plan of one op instance (a row of :func:`sim.replay.build_ops`), as the flow tier plans it.
+
+    ``servers`` (optional) caches :func:`servers_of` per member list across calls.
+    """
+    return plan_op_pair(rec, split, algo, graph, meta, options, servers)[0]
+
+
+def plan_op_pair(rec: Mapping, split, algo: str, graph, meta: Mapping, options: Mapping[str, Any],
+                 servers: dict | None = None) -> tuple[TransferPlan, TransferPlan | None]:
+    """:func:`plan_op`'s plan and, for a vectorised AllToAll, the same plan without NCCL's p2p PXN relays
+    (what :func:`plan_op` gives with ``pxn=False``; None for other ops), both from one direct plan.
+
+    Examples
+    --------
+    >>> import topologies
+    >>> g = topologies.build("leaf_spine", num_gpus=16)
+    >>> rec = {"kind": "coll", "op": "AllToAll", "members": list(range(16)), "rank_bytes": 1024, "comm": "w"}
+    >>> plan, bare = plan_op_pair(rec, None, "auto", g, {}, {})
+    >>> len(bare) == 16 * 15 <= len(plan)
+    True
+    """
     if rec["kind"] == "p2p":
         return plan_collective("Send", int(rec["rank_bytes"]), [int(rec["src"]), int(rec["dst"])], algo=algo,
-                               graph=graph, **options)
+                               graph=graph, **options), None
     if rec["op"] == "AllToAll" and set(options) <= {"channels", "pxn"}:
         ranks = np.asarray(rec["members"], dtype=np.int64)
-        server = servers_of(graph, ranks)
-        plan = alltoall_plan(float(rec["rank_bytes"]), ranks, split, server, int(options.get("channels") or 1))
+        key = tuple(ranks.tolist())
+        hit = None if servers is None else servers.get(key)
+        if hit is None:
+            hit = (servers_of(graph, ranks), None)
+            hit = (hit[0], dict(zip(key, hit[0].tolist(), strict=True)))
+            if servers is not None:
+                servers[key] = hit
+        server, server_of = hit
+        bare = alltoall_plan(float(rec["rank_bytes"]), ranks, split, server, int(options.get("channels") or 1))
         # NCCL's p2p PXN, as the planner's direct plans (sim.planning.pxn)
-        return pxn.relay_plan(plan, dict(zip(ranks.tolist(), server.tolist(), strict=True)), graph, options.get("pxn"))
+        return pxn.relay_plan(bare, server_of, graph, options.get("pxn")), bare
     rings = (meta.get("rings") or {}).get(rec["comm"])
     return plan_collective(rec["op"], int(rec["rank_bytes"]), rec["members"], algo=algo, root=int(rec["root"]),
-                           split_bytes=split, rings=rings, graph=graph, **options)
+                           split_bytes=split, rings=rings, graph=graph, **options), None

@@ -21,7 +21,7 @@ LOADS_ENTRY_S = 3e-9
 DENSE_MIN_ROWS = 4096
 DENSE_MAX_PAIRS = 1 << 22
 
-__all__ = ["DENSE_MAX_PAIRS", "DENSE_MIN_ROWS", "LOADS_CALL_S", "LOADS_ENTRY_S", "PairRoutes",
+__all__ = ["DENSE_MAX_PAIRS", "DENSE_MIN_ROWS", "LOADS_CALL_S", "LOADS_ENTRY_S", "PairRoutes", "path_bounds_auto",
            "path_bounds_numpy"]
 
 
@@ -57,7 +57,7 @@ def path_bounds_numpy(link_ptr: np.ndarray, link_idx: np.ndarray, capacity: np.n
     return cap_min, lat
 
 
-def _path_bounds(link_ptr, link_idx, per_sub, capacity, latency):
+def path_bounds_auto(link_ptr, link_idx, per_sub, capacity, latency):
     """:func:`path_bounds_numpy`, compiled where the route walk is (same results, bit for bit)."""
     if use_compiled_walk():  # only where the walk has loaded numba: these alone never pay for it
         from sim.analytical.kernels import MAX_PATH_LINKS, path_bounds
@@ -141,7 +141,7 @@ class PairRoutes:
             np.bincount(flow_of_sub, weights=per_sub, minlength=len(pairs)).astype(np.int64)
         # sub-flows are in flow order, so a row's entries are contiguous; a fraction only where sprayed
         entry_frac = None if bool(np.all(frac == 1.0)) else np.repeat(frac, per_sub)
-        cap_min, lat = _path_bounds(link_ptr, link_idx, per_sub, self.capacity_bytes_per_s, self.link_latency_s)
+        cap_min, lat = path_bounds_auto(link_ptr, link_idx, per_sub, self.capacity_bytes_per_s, self.link_latency_s)
         if n_sub == len(pairs):  # one sub-flow per pair (ecmp, single)
             spb, lat_flow = frac / cap_min, lat
         else:  # a sprayed flow sends fixed fractions in parallel: its bytes take at least the slowest one

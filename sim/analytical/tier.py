@@ -24,17 +24,25 @@ import numpy as np
 import pandas as pd
 
 from sim.analytical.bounds import op_time_s
-from sim.analytical.plans import plan_op
-from sim.analytical.routes import PairRoutes
+from sim.analytical.key_routes import KeyRoutes
+from sim.analytical.plans import plan_op_pair
 from sim.errors import SimError
 from sim.planning.plan_latency import paid_path_latency_s
 from sim.prepare import flow_key_base
 from sim.reference import ReferenceModel
+from topologies.routing import use_compiled_walk
 
-__all__ = ["op_times", "schedule", "simulate_analytical"]
+__all__ = ["SCHEDULE", "SCHEDULE_MIN_STEPS", "op_times", "schedule", "simulate_analytical"]
+
+#: :func:`schedule`'s loop: "auto" (compiled by :func:`_compiled_schedule`'s rule), "jit" or "numpy" (Python).
+SCHEDULE = "auto"
+#: Steps from which the compiled loop pays for loading numba in a fresh process: the Python loop costs
+#: about 3 us a step (0.78 s a call at the 1,024-GPU decode step's 245,760 steps, three calls a run; the
+#: compiled loop 0.03 s) against about 0.75 s to load numba.
+SCHEDULE_MIN_STEPS = 200_000
 
 
-def _bound(plan, comm: str, routes: PairRoutes | None, ports: ReferenceModel | None):
+def _bound(plan, comm: str, routes: KeyRoutes | None, ports: ReferenceModel | None):
     """(time, path, link, flows, link loads or None) of one plan on routed links or on ports."""
     src, dst = np.asarray(plan.src, np.int64), np.asarray(plan.dst, np.int64)
     nbytes = np.asarray(plan.bytes, np.float64)
@@ -49,13 +57,9 @@ def _bound(plan, comm: str, routes: PairRoutes | None, ports: ReferenceModel | N
         load, spb[remote], lat[remote] = ports.loads(src[remote], dst[remote], nbytes[remote])
         cap = ports.capacity_bytes_per_s
     else:
-        load = np.zeros(routes.n_links)
-        channel = np.asarray(plan.channel, np.int64)
-        base = flow_key_base(comm)
-        for ch in np.flatnonzero(np.bincount(channel[remote])).tolist():  # bincount: unique() hashes slowly
-            m = remote & (channel == ch)
-            part, spb[m], lat[m] = routes.loads(src[m], dst[m], nbytes[m], base + ch)
-            load += part
+        # every NCCL channel (and PXN connection) hashes as its own flow key: all keys in one call
+        key = flow_key_base(comm) + np.asarray(plan.channel, np.int64)[remote]
+        load, spb[remote], lat[remote] = routes.loads(src[remote], dst[remote], nbytes[remote], key)
         cap = routes.capacity_bytes_per_s
     # NCCL's step latencies include the wire: the replay's rule (sim.planning.plan_latency.paid_path_latency_s)
     lat = paid_path_latency_s(lat, delay, getattr(plan, "chunk", None))
@@ -63,9 +67,20 @@ def _bound(plan, comm: str, routes: PairRoutes | None, ports: ReferenceModel | N
     return t, path, link, int(remote.sum()), (load if ports is None else None)
 
 
+def _split_equal(a, b) -> bool:
+    """Whether two ops' split matrices (or None) are the same content."""
+    if a is None or b is None:
+        return a is None and b is None
+    a, b = np.asarray(a), np.asarray(b)
+    return a.shape == b.shape and bool(np.array_equal(a, b))
+
+
 def op_times(ops, keys: list, algo: str, graph, ideal_graph, router, meta: Mapping,
              plan_options: Mapping[str, Any]) -> pd.DataFrame:
-    """Analytical time of every op instance (one computation per distinct key).
+    """Analytical time of every op instance (one computation per distinct traffic).
+
+    Ops are computed once per :func:`sim.op_identity.op_keys` key and split matrix: the memo compares the
+    matrices themselves (the key holds only their checksum), so a hit is an op with the same transfers.
 
     Returns
     -------
@@ -73,28 +88,35 @@ def op_times(ops, keys: list, algo: str, graph, ideal_graph, router, meta: Mappi
         One row per op: ``time_s``, ``path_s``, ``link_s``, ``ideal_s``, ``algo``, ``flows``; and
         ``attrs["link_bytes"]``, the bytes each link carries over the whole trace.
     """
-    routes = PairRoutes(router)
+    routes = KeyRoutes(router)
     from topologies.builders.ideal import reference_ports
 
     ports = ReferenceModel(reference_ports(ideal_graph, router.num_gpus))
     records = ops.frame.to_dict("records")
     cache: dict = {}
+    servers: dict = {}
     out = np.zeros((len(records), 5))
     algos = []
     link_bytes = np.zeros(routes.n_links)
     for i, rec in enumerate(records):
-        hit = cache.get(keys[i])
+        split = ops.splits[i]
+        same = cache.setdefault(keys[i], [])
+        # the memo keeps the op's index, not its matrix (split matrices are built per access: holding them
+        # all would hold every AllToAll's n x n matrix at once)
+        hit = next((h for j, h in same if _split_equal(None if split is None else ops.splits[j], split)), None)
         if hit is None:
-            plan = plan_op(rec, ops.splits[i], algo, graph, meta, plan_options)
+            plan, bare = plan_op_pair(rec, split, algo, graph, meta, plan_options, servers)
             t, path, link, flows, load = _bound(plan, str(rec["comm"]), routes, None)
             if plan.algo == "direct" and plan_options.get("pxn") is not False:
                 # as the flow tier (sim.replay.reference_durations): the bound of the plan without NCCL's p2p
                 # PXN relays, which the reference's pooled NICs already allow
-                bare = plan_op(rec, ops.splits[i], algo, graph, meta, {**plan_options, "pxn": False})
+                if bare is None:
+                    bare = plan_op_pair(rec, split, algo, graph, meta, {**plan_options, "pxn": False}, servers)[0]
                 ideal = _bound(bare, str(rec["comm"]), None, ports)[0]
             else:
                 ideal = _bound(plan, str(rec["comm"]), None, ports)[0]
-            hit = cache[keys[i]] = ((t, path, link, ideal, flows), plan.algo, load)
+            hit = ((t, path, link, ideal, flows), plan.algo, load)
+            same.append((i, hit))
         out[i] = hit[0]
         algos.append(hit[1])
         if hit[2] is not None:
@@ -122,17 +144,29 @@ def schedule(workload, duration_s: np.ndarray, timing: str) -> tuple[np.ndarray,
     """
     w = workload
     n_ops, n_prog = int(w.n_ops), len(w.prog_ptr) - 1
-    sptr, sidx = w.step_op_ptr.tolist(), w.step_op_idx.tolist()
     n_steps = len(w.step_t_start_s)
-    need = np.bincount(w.step_op_idx, minlength=n_ops).tolist()
+    need_a = np.bincount(w.step_op_idx, minlength=n_ops)
     # op -> steps waiting on it
     step_of = np.repeat(np.arange(n_steps), np.diff(w.step_op_ptr))
     order = np.argsort(w.step_op_idx, kind="stable")
-    optr = np.zeros(n_ops + 1, dtype=np.int64)
-    np.cumsum(np.bincount(w.step_op_idx, minlength=n_ops), out=optr[1:])
-    op_steps, optr = step_of[order].tolist(), optr.tolist()
+    optr_a = np.zeros(n_ops + 1, dtype=np.int64)
+    np.cumsum(need_a, out=optr_a[1:])
+    step_prog_a = np.repeat(np.arange(n_prog), np.diff(w.prog_ptr))
+    if _compiled_schedule(n_steps):
+        from sim.analytical.schedule_kernel import run_programs
+
+        mode = 0 if timing == "trace" else 1 if timing == "gaps" else 2
+        i64, f64 = (lambda a: np.ascontiguousarray(a, np.int64)), (lambda a: np.ascontiguousarray(a, np.float64))
+        start_a, end_a, cur_a = run_programs(
+            mode, i64(w.step_op_ptr), i64(w.step_op_idx), i64(need_a), optr_a, i64(step_of[order]),
+            i64(w.prog_ptr), i64(step_prog_a), f64(w.step_t_start_s), f64(w.step_gap_s), f64(w.prog_delay_s),
+            f64(duration_s), np.diff(w.step_op_ptr).astype(np.int64))
+        return _check_done(cur_a.tolist(), w.prog_ptr.tolist(), n_prog, start_a, end_a)
+    sptr, sidx = w.step_op_ptr.tolist(), w.step_op_idx.tolist()
+    need = need_a.tolist()
+    op_steps, optr = step_of[order].tolist(), optr_a.tolist()
     prog_ptr = w.prog_ptr.tolist()
-    step_prog = np.repeat(np.arange(n_prog), np.diff(w.prog_ptr)).tolist()
+    step_prog = step_prog_a.tolist()
     t0, gap, delay = w.step_t_start_s.tolist(), w.step_gap_s.tolist(), w.prog_delay_s.tolist()
     dur = np.asarray(duration_s, np.float64).tolist()
     arrived, latest = [0] * n_ops, [0.0] * n_ops
@@ -181,11 +215,24 @@ def schedule(workload, duration_s: np.ndarray, timing: str) -> tuple[np.ndarray,
             cur[q] += 1
             if cur[q] < prog_ptr[q + 1]:
                 stack.append(q)
+    return _check_done(cur, prog_ptr, n_prog, np.array(start), np.array(end))
+
+
+def _check_done(cur: list, prog_ptr: list, n_prog: int, start: np.ndarray, end: np.ndarray):
+    """``(start, end)``, or the deadlock error when a program did not reach its end."""
     stuck = [p for p in range(n_prog) if cur[p] < prog_ptr[p + 1]]
     if stuck:
         raise SimError(f"deadlock: rank {stuck[0]} never completes step {cur[stuck[0]] - prog_ptr[stuck[0]]} "
                        f"of its program ({len(stuck)} rank(s) stuck)")
-    return np.array(start), np.array(end)
+    return start, end
+
+
+def _compiled_schedule(n_steps: int) -> bool:
+    """Whether :func:`schedule` runs the compiled loop: where numba is loaded already (the route walk's rule,
+    :func:`topologies.routing.use_compiled_walk`) or the programs have :data:`SCHEDULE_MIN_STEPS` steps."""
+    if SCHEDULE == "numpy":
+        return False
+    return SCHEDULE == "jit" or n_steps >= SCHEDULE_MIN_STEPS or use_compiled_walk()
 
 
 def simulate_analytical(trace_df: pd.DataFrame, topology, algo: str = "auto", routing: str = "ecmp",
