@@ -216,10 +216,15 @@ def apply_pxn(plan: TransferPlan, relay: np.ndarray, pipelined: bool = False) ->
         dep[ptr[np.repeat(owner, old_cnt)] + k] = targets
         dep[ptr[pos[hop]]] = first
 
+    rep = np.repeat(np.arange(n, dtype=_I64), hop + 1)   # the original of each new transfer (legs: twice)
+    second_pos = pos[hop]
+
     def spread(a, second=None, first_value=None):
-        out = np.empty(m, dtype=np.asarray(a).dtype)
-        out[pos] = a if second is None else np.where(hop, second, a)
-        out[first] = np.asarray(a)[hop] if first_value is None else first_value
+        out = np.asarray(a)[rep]
+        if second is not None:
+            out[second_pos] = second if np.ndim(second) == 0 else np.asarray(second)[hop]
+        if first_value is not None:
+            out[first] = first_value
         return out
 
     leg = plan.leg if plan.leg is not None else np.full(n, LEG_PATH, np.int8)
