@@ -50,6 +50,7 @@ import numpy as np
 
 from sim.planning.plan import LEG_PATH, TransferPlan, excl_cumsum
 from sim.planning.plan_latency import pxn_store_latency_s
+from sim.planning.pxn_rule import pxn_relays
 
 __all__ = ["CONNECTION_STRIDE", "apply_pxn", "merge_streamed", "network_rails", "nvlink_domains", "pxn_relays",
            "relay_plan", "server_mates"]
@@ -64,6 +65,11 @@ _RAILS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _DOMAINS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _SERVERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _NVLINK_KINDS = frozenset({"gpu", "nvswitch"})
+_TABLES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+#: relay tables (:func:`_relay_table`): bytes kept per graph, and the largest communicator given one (int32
+#: pairs: 4 MiB at 1,024 ranks, 64 MiB at 4,096)
+_TABLE_BUDGET_BYTES = 256 << 20
+_TABLE_MAX_RANKS = 4096
 
 
 def network_rails(graph) -> dict[int, int]:
@@ -159,76 +165,6 @@ def _gpus_by_server(graph) -> dict:
     return hit
 
 
-def pxn_relays(src: np.ndarray, dst: np.ndarray, server: dict[int, int], rail: dict[int, int],
-               local: dict[int, int] | None = None, domain: dict[int, int] | None = None) -> np.ndarray:
-    """Relay GPU of each transfer (``-1``: none): the sender's server-mate on the receiver's rail.
-
-    Parameters
-    ----------
-    src, dst : ndarray of int
-        Global ranks of each transfer.
-    server : dict
-        Server of every rank of the communicator (relays are taken among them).
-    rail : dict
-        Rail of every GPU with a NIC (:func:`network_rails`): relay where sender and receiver differ.
-    local : dict, optional
-        Local rank of every rank: relay instead wherever the local ranks differ, to the server-mate with
-        the receiver's local rank (NCCL's p2p PXN rule, ``NCCL_P2P_PXN_LEVEL=2``), provided that GPU has a
-        NIC on the receiver's rail.
-    domain : dict, optional
-        NVLink domain of every GPU (:func:`nvlink_domains`): the relay must share the sender's (NCCL's
-        ``PATH_NVL`` condition). Default: any server-mate.
-
-    Examples
-    --------
-    >>> server = {0: 0, 1: 0, 2: 1, 3: 1}
-    >>> pxn_relays(np.array([0, 0]), np.array([3, 2]), server, {0: 0, 1: 1, 2: 0, 3: 1}).tolist()
-    [1, -1]
-    >>> pxn_relays(np.array([0, 0]), np.array([3, 2]), server, {r: 0 for r in range(4)}).tolist()
-    [-1, -1]
-    >>> pxn_relays(np.array([0]), np.array([3]), server, {r: 0 for r in range(4)}, {0: 0, 1: 1, 2: 0, 3: 1}).tolist()
-    [1]
-    >>> pxn_relays(np.array([0]), np.array([3]), server, {r: 0 for r in range(4)}, {0: 0, 1: 1, 2: 0, 3: 1},
-    ...            domain={0: 0, 1: 5, 2: 1, 3: 1}).tolist()  # no NVLink between GPUs 0 and 1: no relay
-    [-1]
-    """
-    src, dst = np.asarray(src, dtype=_I64), np.asarray(dst, dtype=_I64)
-    out = np.full(len(src), -1, dtype=_I64)
-    key = rail if local is None else local
-    cand = np.array(sorted(r for r in server if r in key and r in rail), dtype=_I64)
-    if not len(src) or not len(cand):
-        return out
-    size = int(max(max(server), src.max(), dst.max())) + 1
-    srv, ky, rl = _lookup(server, size), _lookup(key, size), _lookup(rail, size)
-    # the lowest rank of each (server, key) with a NIC: np.unique keeps the first of the sorted candidates
-    width = int(ky.max()) + 1
-    codes, first = np.unique(srv[cand] * width + ky[cand], return_index=True)
-    sa, sb, ka, kb = srv[src], srv[dst], ky[src], ky[dst]
-    ok = (sa >= 0) & (sb >= 0) & (sa != sb) & (ka >= 0) & (kb >= 0) & (ka != kb)
-    want = np.where(ok, sa * width + kb, -1)
-    pos = np.minimum(np.searchsorted(codes, want), len(codes) - 1)
-    relay = cand[first[pos]]
-    ok &= (codes[pos] == want) & (relay != src)
-    # the relay's NIC must be on the receiver's rail (the receiver's own when it has one)
-    ok &= rl[relay] == np.where(rl[dst] >= 0, rl[dst], rl[relay])
-    if domain is not None:
-        dom = _lookup(domain, size)
-        ok &= (dom[relay] >= 0) & (dom[relay] == dom[src])
-    out[ok] = relay[ok]
-    return out
-
-
-def _lookup(mapping: dict[int, int], size: int) -> np.ndarray:
-    """``mapping`` as an array over ranks ``0 .. size-1`` (``-1`` where absent)."""
-    out = np.full(size, -1, dtype=_I64)
-    if mapping:
-        k = np.fromiter(mapping.keys(), dtype=_I64, count=len(mapping))
-        v = np.fromiter(mapping.values(), dtype=_I64, count=len(mapping))
-        keep = (k >= 0) & (k < size)
-        out[k[keep]] = v[keep]
-    return out
-
-
 def apply_pxn(plan: TransferPlan, relay: np.ndarray, pipelined: bool = False) -> TransferPlan:
     """``plan`` with every transfer ``i`` with ``relay[i] >= 0`` split into src -> relay -> dst.
 
@@ -280,10 +216,15 @@ def apply_pxn(plan: TransferPlan, relay: np.ndarray, pipelined: bool = False) ->
         dep[ptr[np.repeat(owner, old_cnt)] + k] = targets
         dep[ptr[pos[hop]]] = first
 
+    rep = np.repeat(np.arange(n, dtype=_I64), hop + 1)   # the original of each new transfer (legs: twice)
+    second_pos = pos[hop]
+
     def spread(a, second=None, first_value=None):
-        out = np.empty(m, dtype=np.asarray(a).dtype)
-        out[pos] = a if second is None else np.where(hop, second, a)
-        out[first] = np.asarray(a)[hop] if first_value is None else first_value
+        out = np.asarray(a)[rep]
+        if second is not None:
+            out[second_pos] = second if np.ndim(second) == 0 else np.asarray(second)[hop]
+        if first_value is not None:
+            out[first] = first_value
         return out
 
     leg = plan.leg if plan.leg is not None else np.full(n, LEG_PATH, np.int8)
@@ -381,10 +322,59 @@ def relay_plan(plan: TransferPlan, server: dict[int, int], graph, mode: bool | N
     """
     if mode is False or graph is None or len(plan) == 0 or len(set(server.values())) < 2:
         return plan
-    rails = network_rails(graph)
-    relay = pxn_relays(plan.src, plan.dst, server, rails)   # where the rails require it
-    if mode or plan.algo == "direct":
-        local = {r: int(graph.nodes[f"gpu{r}"].get("local_rank", 0)) for r in server}
-        p2p = pxn_relays(plan.src, plan.dst, server, rails, local, nvlink_domains(graph))
-        relay = np.where(p2p >= 0, p2p, relay)
+    use_p2p = bool(mode or plan.algo == "direct")
+    table = _relay_table(graph, server, use_p2p, len(plan)) if len(server) <= _TABLE_MAX_RANKS else None
+    if table is not None:
+        lut, pairs = table
+        last = len(lut) - 1   # lut[-1] and lut[last] name the padding row and column: no relay
+        si = lut[np.clip(np.asarray(plan.src, _I64), -1, last)]
+        di = lut[np.clip(np.asarray(plan.dst, _I64), -1, last)]
+        relay = pairs[si, di].astype(_I64)
+    else:
+        relay = _relays(plan.src, plan.dst, server, graph, use_p2p)
     return apply_pxn(plan, relay, pipelined=plan.algo == "direct")
+
+
+def _relays(src, dst, server: dict[int, int], graph, use_p2p: bool) -> np.ndarray:
+    """Relay of each transfer ``src[i] -> dst[i]``: NCCL's p2p rule (``use_p2p``), else the rails' need."""
+    rails = network_rails(graph)
+    relay = pxn_relays(src, dst, server, rails)   # where the rails require it
+    if use_p2p:
+        local = {r: int(graph.nodes[f"gpu{r}"].get("local_rank", 0)) for r in server}
+        p2p = pxn_relays(src, dst, server, rails, local, nvlink_domains(graph))
+        relay = np.where(p2p >= 0, p2p, relay)
+    return relay
+
+
+def _relay_table(graph, server: dict[int, int], use_p2p: bool, transfers: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """Relay of every (sender, receiver) pair of ``server``'s ranks, computed once per communicator.
+
+    A transfer's relay (:func:`pxn_relays`) is a function of its own two ranks, the communicator's rank ->
+    server map and the graph's rails, local ranks and NVLink domains only, and is ``-1`` whenever either
+    rank is outside ``server``; so one table per (graph, ``server`` items, rule) serves every op of the
+    communicator. Returns ``lut`` (global rank -> table index; the padding index ``n`` for ranks beyond
+    the communicator, also at ``lut[-1]``) and ``pairs`` (``(n + 1) x (n + 1)`` int32; ``-1``: no relay,
+    the padding row and column all ``-1``); None (compute per op) the first time a communicator is seen
+    with fewer ``transfers`` than pairs, as the table would cost more than the op.
+    """
+    per_graph = _TABLES.get(graph)
+    if per_graph is None:
+        per_graph = _TABLES[graph] = {}
+    key = (tuple(server.items()), use_p2p)
+    hit = per_graph.get(key, False)
+    if hit:
+        return hit
+    n = len(server)
+    if transfers < n * n and hit is False:
+        per_graph[key] = None   # seen once (a marker, no table)
+        return None
+    ranks = np.fromiter(server.keys(), dtype=_I64, count=n)
+    lut = np.full(int(max(ranks.max(), 0)) + 2, n, dtype=_I64)
+    lut[ranks] = np.arange(n, dtype=_I64)
+    pairs = np.full((n + 1, n + 1), -1, dtype=np.int32)
+    pairs[:n, :n] = _relays(np.repeat(ranks, n), np.tile(ranks, n), server, graph, use_p2p).reshape(n, n)
+    tables = [k for k, v in per_graph.items() if v]
+    while tables and sum(per_graph[k][1].nbytes for k in tables) + pairs.nbytes > _TABLE_BUDGET_BYTES:
+        per_graph[tables.pop(0)] = None   # bound the memory: drop the oldest communicator's table
+    per_graph[key] = (lut, pairs)
+    return lut, pairs
