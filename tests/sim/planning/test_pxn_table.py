@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from functools import lru_cache
+from functools import cache
 
 import numpy as np
 from hypothesis import given, settings
@@ -14,7 +14,7 @@ from sim.planning import pxn
 from sim.planning.plan import TransferPlan
 
 
-@lru_cache(maxsize=None)
+@cache
 def graph(topo: str, gpus: int, gps: int):
     return topologies.build(topo, num_gpus=gpus, gpus_per_server=gps)
 
