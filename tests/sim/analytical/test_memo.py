@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import topologies
@@ -25,7 +25,8 @@ def _trace(ops: list) -> pd.DataFrame:
     for seq, (op, size) in enumerate(ops):
         for r in range(WORLD):
             split = () if np.isscalar(size) else tuple(int(x) for x in np.asarray(size)[r])
-            count = int(size) if np.isscalar(size) else max(int(np.asarray(size)[r].sum()) // WORLD, 1)
+            # an AllToAll's count is the mean elements per peer of its splits (the schema's rule, floor)
+            count = int(size) if np.isscalar(size) else int(np.asarray(size)[r].sum()) // WORLD
             rows.append(dict(rank=r, comm="ep", seq=seq, op=op, count=count, dtype="uint8",
                              bytes=count * DTYPE_BYTES["uint8"], root=-1, nranks=WORLD, t_start_s=0.0,
                              duration_s=np.nan, host="", device=-1, context="", algo="", proto="", group=-1,
@@ -64,6 +65,7 @@ def _ops(draw_spec):
 @given(spec=st.lists(st.tuples(st.sampled_from(["AllToAll", "AllReduce", "AllGather"]), st.integers(1, 1 << 20),
                                st.integers(0, 2**16), st.booleans()), min_size=2, max_size=8),
        topo=st.sampled_from(["fat_tree", "rail_optimized"]))
+@example(spec=[("AllToAll", 1, 0, False), ("AllToAll", 1, 0, True)], topo="fat_tree")  # rows of < WORLD bytes
 def test_memo_hits_give_the_memo_less_times(spec, topo):
     df = _trace(_ops(spec))
     memo = _op_times(df, topo, unique_keys=False)
