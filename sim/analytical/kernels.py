@@ -6,7 +6,8 @@
   rest, eight accumulators for eight or more; :func:`path_bounds` adds in that order, so the sums are
   bit-identical, as ``tests/sim/analytical/test_kernels.py`` checks).
 - :func:`link_loads`: ``bincount(links, weights=repeat(row_bytes, per_row) [x fraction])``, adding in the
-  same order (identical sums).
+  same order (identical sums); the per-key route table's kernel, which now serves only as the test oracle of
+  :class:`sim.analytical.key_routes.KeyRoutes` (``tests/sim/analytical/pair_routes_oracle.py``).
 - :func:`grouped_loads`: :func:`sim.analytical.key_routes.grouped_loads_numpy` (per group of rows a sum
   from zero, then the groups' sums in order), in one pass over the rows' links.
 

@@ -1,6 +1,7 @@
 """Routes of (flow key, GPU pair) rows in one table: every key of an op looked up and loaded at once.
 
-:class:`sim.analytical.routes.PairRoutes` keeps one table per flow key and is called once per key. A
+:class:`PairRoutes` (the former per-key table, now the test oracle in
+``tests/sim/analytical/pair_routes_oracle.py``) kept one table per flow key and was called once per key. A
 direct plan with NCCL's p2p PXN gives every sender's network leg a key of its own (the sender's
 connection, :data:`sim.planning.pxn.CONNECTION_STRIDE`), so an all-to-all over ``n`` GPUs has ``n + 1``
 keys and the per-key calls (and a mask over the whole plan per key) cost ``O(n)`` Python calls and
@@ -25,7 +26,7 @@ from topologies.routing import charge_walk, use_compiled_walk
 __all__ = ["LOADS_CALL_S", "LOADS_ENTRY_S", "LOADS_MIN_TRANSFERS", "KeyRoutes", "grouped_loads_numpy"]
 
 #: The numpy loads' extra CPU over the compiled kernel, per call and per entry of the op's rows (a charge
-#: towards loading numba, as :data:`sim.analytical.routes.LOADS_ENTRY_S`).
+#: towards loading numba, as the per-key table's own entry charge did).
 LOADS_CALL_S = 0.2e-3
 LOADS_ENTRY_S = 100e-9
 #: An op with this many transfers loads the compiled kernel at once (the numpy loads of a 1,024-GPU decode

@@ -33,7 +33,7 @@ def test_path_bounds_and_link_loads_equal_numpy(lengths, seed, sprayed):
 
 
 def test_dense_row_lookup_gives_the_binary_search_rows(monkeypatch):
-    from sim.analytical import routes
+    from tests.sim.analytical import pair_routes_oracle as routes
     from topologies import fat_tree
     from topologies.routing import Router
 

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from sim.analytical.kernels import grouped_loads
 from sim.analytical.key_routes import KeyRoutes, grouped_loads_numpy
-from sim.analytical.routes import PairRoutes
+from tests.sim.analytical.pair_routes_oracle import PairRoutes
 from topologies import fat_tree
 from topologies.routing import Router
 
