@@ -33,6 +33,19 @@ NIC presets (``nic=``)
     run sets it (aws-ofi-nccl on P5/P5e: ``NCCL_BUFFSIZE=8388608``, ``platform_data_map`` in
     ``src/platform-aws.cpp``, inserted without overwriting; the same map's ``NCCL_NVLS_CHUNKSIZE`` /
     ``NCCL_NVLSTREE_MAX_CHUNKSIZE`` of 512 KiB are not modelled).
+    ``efa_p4d``: the plugin's P4d / P4de entry (``platform_data_map``: ``default_protocol = SENDRECV``,
+    ``latency = 75.0`` since 1.7.0, 150 us before; ``NCCL_BUFFSIZE=8388608``): two-sided ``fi_tsend`` /
+    ``fi_trecv`` (``nccl_net_ofi_sendrecv_send_comm::send`` / ``recv_comm::recv``, ``src/nccl_ofi_sendrecv.cpp``;
+    eager / rendezvous and the bounce-buffer copy are libfabric's EFA provider's, not the plugin's).
+    ``protos`` Simple: ``PlatformAWS::config_endpoint`` (``src/platform-aws.cpp``) sets ``NCCL_PROTO=simple``
+    when ``FI_OPT_EFA_SENDRECV_IN_ORDER_ALIGNED_128_BYTES`` cannot be set, which first-generation EFA
+    refuses (a p4d.24xlarge log, aws/aws-ofi-nccl#889; 1.5.0aws - 1.6 forced it for p4d / p4de by name,
+    ``force_proto_simple``). Per step it keeps the only physical EFA figure the plugin publishes (P5's 20 us;
+    none is published for P4d) and adds, for Simple, the GDR flush that NCCL runs on Ampere and earlier
+    (``ncclTopoNeedFlush``, ``src/graph/paths.cc``; the plugin's ``recv_comm::flush`` is an ``fi_read``),
+    charged as NCCL's tuner charges it, one more network latency (``tuning.cc``: "Also add the flush extra
+    latency"), + the 3 us completion; Hopper needs no flush, hence ``efa``'s 3 us alone. The plugin's tuner
+    covers P5 and later only (``is_model_supported`` / ``is_region_supported``), so no ``net_tuner``.
 NCCL environment (``nccl_algo=``, ``nccl_proto=``, ``nvls=``, ``nccl_max_nchannels=``, ``nccl_version=``,
 ``nccl_buffsize=``)
     What a platform's NCCL profile sets, as a fabric attribute: ``NCCL_ALGO`` / ``NCCL_PROTO`` lists
@@ -84,6 +97,14 @@ NIC_PRESETS: dict[str, dict[str, Any]] = {
                      "NCCL's tuner, pays 20 us per network step, +3 us for Simple; the plugin's region tuner "
                      "beyond two servers; its platform environment's NCCL_BUFFSIZE=8388608 unless "
                      "nccl_buffsize= is given)"},
+    "efa_p4d": {"efficiency": 0.94, "net_latency_us": 75.0, "protos": ("Simple",),
+                "net_phys_latency_us": 20.0, "net_phys_simple_extra_us": 20.0 + 3.0,
+                "nccl_env": {"nccl_buffsize": 8388608},
+                "about": "AWS EFA on P4d/P4de (A100) via aws-ofi-nccl's SENDRECV protocol: Simple only (the "
+                         "endpoint cannot deliver 128-byte aligned sends in order, so the plugin sets "
+                         "NCCL_PROTO=simple); reports 75 us to NCCL's tuner; pays 20 us per network step and, "
+                         "for Simple, NCCL's flush (Ampere) as 20 us more + 3 us completion; no plugin tuner; "
+                         "NCCL_BUFFSIZE=8388608 unless nccl_buffsize= is given"},
     "tcpxo": {"efficiency": 0.94, "net_latency_us": 0.0, "protos": ("Simple",),
               "about": "GCP GPUDirect-TCPXO (plugin reports no latency; Simple only)"},
     "socket": {"efficiency": 0.94, "net_latency_us": 0.0, "protos": None,

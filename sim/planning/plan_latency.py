@@ -81,7 +81,7 @@ def tree_base_latency_s(proto: str) -> float:
     return BASE_LAT_US["tree"][_proto_index(proto)] * 1e-6
 
 
-def p2p_latency_s(proto: str = "Simple", inter_node: bool = True) -> float:
+def p2p_latency_s(proto: str = "Simple", inter_node: bool = True, model: CostModel | None = None) -> float:
     """Software latency of one direct transfer (Send/Recv, all-to-all pair): one ring base + one step.
 
     NCCL's tuner has no p2p latency (``tuning.cc`` models collectives only; 2.19 - 2.29); this charges
@@ -91,13 +91,23 @@ def p2p_latency_s(proto: str = "Simple", inter_node: bool = True) -> float:
     ``sim.planning.collectives`` passes ``Simple`` for them): 8.4 + 14 µs. Measured floors across
     servers are higher (about 28 - 33 µs at 1 - 32 KiB on 4 x 8 B200, ``docs/validation.md``).
 
+    With ``model``, a network transfer also pays the transport's physical step latency, as a tree's network
+    hop does (``model.net_step_latency_us(proto, physical=True)``; 0 for NCCL's own IB / RoCE / socket
+    transports and without presets): a network send is one step of the net plugin (aws-ofi-nccl: one
+    ``fi_tsend`` / ``fi_trecv`` pair, and on Ampere the receive's GDR flush). Without it (the planners'
+    calls today) nothing is added.
+
     Examples
     --------
     >>> round(p2p_latency_s() * 1e6, 1)
     22.4
+    >>> p4d = CostModel(net_latency_us=75.0, net_phys_latency_us=20.0, net_phys_simple_extra_us=23.0)
+    >>> round(p2p_latency_s("Simple", True, p4d) * 1e6, 1), round(p2p_latency_s("LL", False, p4d) * 1e6, 1)
+    (65.4, 7.2)
     """
     p = _proto_index(proto)
-    return (BASE_LAT_US["ring"][p] + HW_LAT_US["net" if inter_node else "nvlink"]["ring"][p]) * 1e-6
+    extra = (model or DEFAULT_MODEL).net_step_latency_us(proto, physical=True) if inter_node else 0.0
+    return (BASE_LAT_US["ring"][p] + HW_LAT_US["net" if inter_node else "nvlink"]["ring"][p] + extra) * 1e-6
 
 
 def pxn_store_latency_s() -> float:
