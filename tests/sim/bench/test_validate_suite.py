@@ -204,6 +204,10 @@ def test_zero_byte_rows_are_kept_and_left_out_of_the_error():
     ("xxrjun_10x1_h100_ib_five_ops.txt", "AllToAll", 1073741760, 50.0),
     # ReduceScatter in one H100 server: busbw cannot pass the 450 GB/s NVLink line rate
     ("together_1x8_h100_reduce_scatter.txt", "ReduceScatter", 1073741824, 450.0),
+    # held out (session 23): AllReduce on 2 ranks, one 400 Gb/s NIC each: each rank moves S over its NIC -> <= 50 GB/s
+    ("dranet_mpiop_2x1_h200_roce.txt", "AllReduce", 1073741824, 50.0),
+    # AllGather on 2 B200 of one server: (n-1)/n S reaches each GPU over NVLink5, 18 x 50 GB/s line rate
+    ("dranet_1x2_b200_nvlink_allgather.txt", "AllGather", 1073741824, 900.0),
 ])
 def test_new_tables_replay_at_one_size(tmp_path, name, op, size, bound_gbps):
     trace = ingest([_one_size(name, size, tmp_path)], format="nccl-tests")
