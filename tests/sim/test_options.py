@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 import sim
 from sim.cli import main
+from sim.cli.run import DEFAULT_QUANTILE
 from sim.errors import OptionError, SimError
 from sim.options import MAX_CHANNELS, MAX_TIME_BINS, SET_KEYS, SimOptions, split_set
 from topologies import fat_tree
@@ -74,7 +75,7 @@ def test_run_cli_sends_fail_links_to_the_simulator(trace_path, tmp_path, capsys)
     assert code == 0, err
     summary = json.loads(out)
     assert len(summary["failed_links"]) == 2
-    direct = sim.simulate(_trace(), "fat_tree", seed=5, fail_links=2, completion_quantile=0.01).summary
+    direct = sim.simulate(_trace(), "fat_tree", seed=5, fail_links=2, completion_quantile=DEFAULT_QUANTILE).summary
     assert summary["failed_links"] == direct["failed_links"]
     assert summary["makespan_s"] == direct["makespan_s"]
 
@@ -118,7 +119,7 @@ def test_quantile_zero_is_the_exact_solve_not_the_default(trace_path, tmp_path, 
     assert code == 0, err
     assert json.loads(out)["completion_quantile"] == 0.0
     code, out, err = _run(trace_path, tmp_path, capsys)
-    assert code == 0 and json.loads(out)["completion_quantile"] == 0.01  # the CLI's stated default
+    assert code == 0 and json.loads(out)["completion_quantile"] == DEFAULT_QUANTILE  # the CLI's default
     assert SimOptions.from_mapping({"quantile": 0}).completion_quantile == 0.0
 
 

@@ -3,7 +3,8 @@ stated bound (``docs/network.md``, "Accuracy knob").
 
 The error of ``completion_quantile`` must hold whatever else shares the fabric: a job's ops are not held
 up by batches taken over another job's flows. Checked against the exact solve (q = 0) with the tolerances
-of issue 14: makespan within 0.5 % and median op time within 1 % at the CLI default q = 0.01. The bound
+of issue 14: makespan within 0.5 % and median op time within 1 % at the CLI default (``DEFAULT_QUANTILE``,
+0.02). The bound
 itself (``docs/network.md``): at any time a group holds (finished, bandwidth not yet handed on) at most
 ``floor(q n_g)`` of the ``n_g`` flows it had in flight when the batch began (any fabric); on one shared
 link, with every flow starting together, each flow then finishes no earlier than exact and at most
@@ -18,6 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import topologies
+from sim.cli.run import DEFAULT_QUANTILE
 from sim.flows import run_flows
 from sim.network.flow_network import FlowNetwork
 
@@ -85,18 +87,30 @@ def run_jobs(q: float, grouped: bool, *, jobs: int = 4, rounds: int = 4, hosts: 
     return float(end.max()), end - start
 
 
-@pytest.mark.parametrize("q", [0.01, 0.05])
+@pytest.mark.parametrize("q", [0.01, DEFAULT_QUANTILE, 0.05])
 def test_independent_jobs_keep_their_op_times_under_batching(q):
     exact_makespan, exact_ops = run_jobs(0.0, True)
     makespan, ops = run_jobs(q, True)
-    # the default holds the issue's bounds; 0.05 its own (measured: about a third of them)
-    limit = 1.0 if q == 0.01 else 3.0
+    # the default (and below) holds the issue's bounds; 0.05 its own (measured: about half of them)
+    limit = 1.0 if q <= DEFAULT_QUANTILE else 3.0
     assert abs(makespan / exact_makespan - 1) <= 0.005 * limit
     assert abs(np.median(ops) / np.median(exact_ops) - 1) <= 0.01 * limit
     # every job's end, not only the last one
     for j in range(4):
         job = slice(4 * j, 4 * j + 4)
         assert ops[job].sum() == pytest.approx(exact_ops[job].sum(), rel=0.005 * limit)
+
+
+@settings(max_examples=4, deadline=None)
+@given(st.sampled_from([(2, 24), (2, 32), (3, 48)]), st.integers(1, 2), st.integers(0, 2**31 - 1))
+def test_random_jobs_sharing_a_fabric_keep_the_bars_at_the_cli_default(jobs_hosts, rounds, seed):
+    # issue 14's bars at the default, on random multi-job cases (12-16 hosts a job, so 132-240 flows an op:
+    # more than 1 / q, so batched): makespan within 0.5 % and median op time within 1 % of exact
+    jobs, hosts = jobs_hosts
+    exact_makespan, exact_ops = run_jobs(0.0, True, jobs=jobs, rounds=rounds, hosts=hosts, seed=seed)
+    makespan, ops = run_jobs(DEFAULT_QUANTILE, True, jobs=jobs, rounds=rounds, hosts=hosts, seed=seed)
+    assert abs(makespan / exact_makespan - 1) <= 0.005
+    assert abs(np.median(ops) / np.median(exact_ops) - 1) <= 0.01
 
 
 def test_per_group_batching_is_closer_to_exact_than_one_global_quantile():
@@ -212,12 +226,12 @@ def a2a_makespans(num_gpus: int, graph, q: float) -> float:
 
 def test_all_to_all_64_gpus_within_bound_of_exact():
     graph = topologies.build("fat_tree", k=8, num_gpus=64, gpus_per_server=1)
-    exact, fast = a2a_makespans(64, graph, 0.0), a2a_makespans(64, graph, 0.01)
+    exact, fast = a2a_makespans(64, graph, 0.0), a2a_makespans(64, graph, DEFAULT_QUANTILE)
     assert 0.0 <= fast / exact - 1 <= 0.005
 
 
 @pytest.mark.slow
 def test_all_to_all_256_gpus_within_bound_of_exact():
     graph = topologies.build("fat_tree", num_gpus=256)
-    exact, fast = a2a_makespans(256, graph, 0.0), a2a_makespans(256, graph, 0.01)
+    exact, fast = a2a_makespans(256, graph, 0.0), a2a_makespans(256, graph, DEFAULT_QUANTILE)
     assert 0.0 <= fast / exact - 1 <= 0.005
