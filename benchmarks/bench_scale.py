@@ -3,7 +3,7 @@
 Workloads: ``a2a`` (one AllToAll of 1 MiB per pair) and ``decode`` (the DeepSeek-V3 decode step of
 ``docs/synthesis.md``: SGLang, attention TP 8, EP over every GPU with EPLB redundant experts beyond 256,
 16 x EP256 at 4,096 GPUs), on ``fat_tree`` and ``rail_optimized``, for the flow tier (CLI defaults: quantile
-0.01, ideal reference on) and the analytical tier. Every point runs in a child process; the parent polls
+``sim.option_values.DEFAULT_QUANTILE``, ideal reference on) and the analytical tier. Every point runs in a child process; the parent polls
 its RSS and CPU time and kills it past ``--max-gb`` / ``--max-s`` ("over budget"), so no point can eat the
 machine's memory. Peak RSS is the child's ``ru_maxrss`` (imports and trace reading included).
 
@@ -31,6 +31,8 @@ import time
 from pathlib import Path
 
 from bench_scale_probes import solver_crossover, startup, walk_crossover, warm, warm_analytical
+
+from sim.option_values import DEFAULT_QUANTILE
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "docs" / "img" / "scale"
@@ -68,7 +70,7 @@ def child(point: dict) -> dict:
 
     df = a2a_trace(point["gpus"]) if point["workload"] == "a2a" else read_trace(point["trace"])
     t1, c1 = time.perf_counter(), time.process_time()
-    opts = {"model": "analytical"} if point["tier"] == "analytical" else {"completion_quantile": 0.01}
+    opts = {"model": "analytical"} if point["tier"] == "analytical" else {"completion_quantile": DEFAULT_QUANTILE}
     res = simulate(df, point["topo"], **opts)
     wall, cpu = time.perf_counter() - t1, time.process_time() - c1
     s = res.summary

@@ -18,10 +18,9 @@ from typing import Any
 import networkx as nx
 import pandas as pd
 
-__all__ = ["compare_point", "cost_proxy", "fabric_folder", "flatten_answer", "run_compare"]
+from sim.option_values import DEFAULT_QUANTILE
 
-#: ``simrun compare`` solves completions as ``simrun run`` does by default (docs/simulator.md).
-DEFAULT_QUANTILE = 0.01
+__all__ = ["compare_point", "cost_proxy", "fabric_folder", "flatten_answer", "run_compare"]
 
 
 def cost_proxy(graph: nx.Graph) -> dict[str, Any]:

@@ -53,7 +53,7 @@ def run_point(trace_df: pd.DataFrame, point: Point, trace_name: str = "") -> dic
 
     The call is the one ``simrun run`` makes (the topology by name, sized to the trace by the simulator),
     except that completions are solved exactly unless the grid sets ``quantile`` (``simrun run`` defaults to
-    ``--quantile 0.01``).
+    ``--quantile 0.02``, :data:`sim.option_values.DEFAULT_QUANTILE`).
     """
     from sim import simulate
 

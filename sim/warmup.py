@@ -20,6 +20,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from sim.option_values import DEFAULT_QUANTILE
 from traces.background import BUILD_ENV, start_detached
 
 __all__ = ["BUILD_ENV", "lock_path", "should_warm", "warm_in_background", "warm_up"]
@@ -110,7 +111,7 @@ def _main(argv: list[str]) -> None:
     """``python -m sim.warmup [--quantile Q] [--lock FILE]``: warm numba's cache (``--lock``: at low
     priority, removing the lock file when done)."""
     lock = Path(argv[argv.index("--lock") + 1]) if "--lock" in argv else None
-    quantile = float(argv[argv.index("--quantile") + 1]) if "--quantile" in argv else 0.01
+    quantile = float(argv[argv.index("--quantile") + 1]) if "--quantile" in argv else DEFAULT_QUANTILE
     if lock is not None:
         os.nice(10)
     try:

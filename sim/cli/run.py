@@ -15,15 +15,9 @@ import click
 
 from sim.cli.common import parse_set_options, progress_bar
 from sim.errors import OptionError
-from sim.option_values import ROUTINGS
+from sim.option_values import DEFAULT_QUANTILE, ROUTINGS
 from sim.options import SET_KEYS, SimOptions, set_options
 
-#: Default completion batching of the CLI (``sim.simulate`` itself defaults to exact). The largest q of
-#: 0.01, 0.02, 0.05, 0.1 that kept every case of ``benchmarks/bench_batching_accuracy.py`` (decode steps
-#: at 64 and 256 GPUs, all-to-alls, independent jobs sharing a fabric, the main job) within issue 14's bars
-#: against the exact solve: makespan within 0.5 %, median collective within 1 % (docs/network.md, "The
-#: error bound"; tests/sim/network/test_batching.py).
-DEFAULT_QUANTILE = 0.02
 #: ``--set`` keys that are simulator options (:data:`sim.options.SET_KEYS`); every other key is a topology
 #: parameter.
 SIM_KEYS = SET_KEYS
