@@ -56,14 +56,54 @@ def reference_durations(setup: ReplaySetup, preparer: Preparer) -> np.ndarray:
             # kept for the replay (which routes it), except the relay-free plan made for the bound and
             # big plans: every plan of a 1,024-GPU decode step held from here to its op would be ~0.5 GB,
             # and making a plan again costs less than routing it, which the replay does anyway
-            plan = preparer.plan(op, pxn=False) if relays else preparer.plan(op)
-            if not relays and plan.algo == "direct" and preparer.plan_options.get("pxn") is not False:
-                plan = preparer.plan(op, pxn=False)   # NCCL's p2p PXN relays direct plans on any fabric
+            plan = _bound_plan(preparer, op, relays)
             done[key] = plan_bound_s(plan, model)
             if len(plan.src) > KEEP_PLAN_TRANSFERS:
                 preparer.plans.pop(key, None)
         out[op] = done[key]
     return out
+
+
+def _bound_plan(preparer: Preparer, op: int, relays: bool):
+    """The plan the reference bounds for op ``op``: without PXN relays (:func:`_plans_relay`).
+
+    Where the fabric needs no relays, a plan that is not direct is the replay's own (made and kept here);
+    a direct plan is bounded without NCCL's p2p PXN relays, which it gets on any fabric. An op that NCCL
+    runs only as point-to-point sends (``supported_algos == ("direct",)``: AllToAll, Send/Recv, Gather,
+    Scatter) is planned without relays first, so the replay's relayed plan is made once, when the op
+    starts, and not also here only to learn its algorithm (dropped again when big: three plans of every
+    AllToAll of the 256-GPU decode step instead of two). The bound and the replay's plans are the same
+    either way; the order saves plans.
+
+    Examples
+    --------
+    >>> from topologies.routing import Router
+    >>> from traces.schema import new_metadata, normalize
+    >>> df = pd.DataFrame({"rank": range(16), "comm": "w", "seq": 0, "op": "AllToAll", "count": 1024,
+    ...                    "dtype": "uint8", "bytes": 1024, "root": -1, "nranks": 16, "t_start_s": 0.0,
+    ...                    "duration_s": np.nan, "host": "", "device": -1, "context": "", "algo": "", "proto": ""})
+    >>> setup = setup_replay(normalize(df, new_metadata(16, {"w": list(range(16))}, "doc")), "fat_tree",
+    ...                      resolve_options(None, "auto", "ecmp", 0, {}))
+    >>> prep = Preparer(setup.ops, Router(setup.damaged), "auto", setup.damaged, setup.meta)
+    >>> _bound_plan(prep, 0, False).algo, len(prep.plans)   # the relayed plan is left to the replay
+    ('direct', 0)
+    """
+    from sim.planning.tuning import supported_algos
+
+    if relays:
+        return preparer.plan(op, pxn=False)
+    if preparer.plan_options.get("pxn") is False:
+        return preparer.plan(op)
+    rec = preparer._records[op]
+    name = "Send" if rec["kind"] == "p2p" else str(rec["op"])
+    if supported_algos(name) == ("direct",):
+        plan = preparer.plan(op, pxn=False)
+        if plan.algo == "direct":
+            return plan
+    plan = preparer.plan(op)
+    if plan.algo == "direct":
+        plan = preparer.plan(op, pxn=False)   # NCCL's p2p PXN relays direct plans on any fabric
+    return plan
 
 
 def _plans_relay(preparer: Preparer) -> bool:

@@ -245,6 +245,29 @@ def test_add_rows_in_order_is_add_at(idx, width):
     assert np.array_equal(a, b)
 
 
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.integers(2, 300), min_size=1, max_size=3), st.integers(1, 700), st.integers(0, 2**32 - 1))
+def test_add_rows_in_order_long_runs_are_the_accumulate(runs, width, seed):
+    """Few long runs (a block of network events in one time bin): the per-row loop gives the sums of
+    ``np.add.accumulate`` (the code it replaced) and of ``np.add.at``, bit for bit, over values of wide
+    dynamic range."""
+    rng = np.random.default_rng(seed)
+    idx = np.repeat(np.arange(len(runs)) * 2, runs)
+    rows = rng.random((len(idx), width)) * 10.0 ** rng.integers(-6, 6, size=(len(idx), width))
+    start = rng.random((2 * len(runs), width))
+    want_at, want_acc, got = start.copy(), start.copy(), start.copy()
+    np.add.at(want_at, idx, rows)
+    lo = 0
+    for k, n in zip(np.arange(len(runs)) * 2, runs, strict=True):
+        run = rows[lo:lo + n].copy()
+        run[0] += want_acc[k]
+        np.add.accumulate(run, axis=0, out=run)
+        want_acc[k] = run[-1]
+        lo += n
+    add_rows_in_order(got, idx, rows.copy())
+    assert np.array_equal(got, want_acc) and np.array_equal(got, want_at)
+
+
 @given(st.lists(st.lists(st.integers(0, 9), max_size=4), min_size=1, max_size=10))
 def test_reverse_csr_inverts_dependencies(deps):
     n = max(10, len(deps))
