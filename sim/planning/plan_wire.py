@@ -15,10 +15,49 @@ import numpy as np
 from sim.planning import p2p, tuning
 from sim.planning.plan import TransferPlan
 
-__all__ = ["direct_plan", "net_wire_factor", "p2p_caps", "wire_bytes"]
+__all__ = ["direct_plan", "net_wire_factor", "p2p_caps", "server_ids", "wire_bytes"]
 
 _I32 = np.int32
 _I64 = np.int64
+
+
+def server_ids(server: dict[int, int], gpus: np.ndarray, strict: bool = False) -> np.ndarray:
+    """The server of each GPU of ``gpus`` in one lookup (the planners' per-transfer dict lookups, vectorised).
+
+    Parameters
+    ----------
+    server : dict
+        Server of each GPU.
+    gpus : numpy.ndarray
+        GPU ids.
+    strict : bool
+        Raise ``KeyError`` for a GPU not in ``server`` (as ``server[g]``); otherwise such a GPU is its own
+        server (as ``server.get(g, g)``).
+
+    Returns
+    -------
+    numpy.ndarray
+        int64 server ids, one per GPU.
+
+    Examples
+    --------
+    >>> server_ids({0: 0, 1: 0, 2: 1}, np.array([2, 0, 7])).tolist()
+    [1, 0, 7]
+    """
+    gpus = np.asarray(gpus, dtype=_I64)
+    if not server:
+        if strict and len(gpus):
+            raise KeyError(int(gpus[0]))
+        return gpus.copy()
+    keys = np.fromiter((int(k) for k in server), dtype=_I64, count=len(server))
+    values = np.fromiter((int(v) for v in server.values()), dtype=_I64, count=len(server))
+    order = np.argsort(keys, kind="stable")
+    keys, values = keys[order], values[order]
+    pos = np.minimum(np.searchsorted(keys, gpus), len(keys) - 1)
+    known = keys[pos] == gpus
+    if strict and not known.all():
+        raise KeyError(int(gpus[~known][0]))
+    return np.where(known, values[pos], gpus)
 
 
 def direct_plan(src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray, parts: int, server: dict[int, int],
@@ -58,8 +97,7 @@ def direct_plan(src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray, parts: int
     m = len(src) * parts
     s = np.repeat(src, parts)
     d = np.repeat(dst, parts)
-    inter = np.array([server.get(int(a), a) != server.get(int(b), b) for a, b in zip(src, dst, strict=True)],
-                     dtype=bool)
+    inter = server_ids(server, src) != server_ids(server, dst)
     if len(inter) and inter.all():
         proto = "Simple"   # every transfer crosses the network (a Send/Recv between servers): label it so
     lat = np.where(inter, tuning.p2p_latency_s("Simple", True), tuning.p2p_latency_s(proto, False))
@@ -101,8 +139,7 @@ def p2p_caps(plan: TransferPlan, server: dict[int, int], model: tuning.CostModel
     if len(plan) == 0:
         return plan
     src, dst = plan.src.astype(_I64), plan.dst.astype(_I64)
-    inter = np.fromiter((server.get(int(a), a) != server.get(int(b), b) for a, b in zip(src, dst, strict=True)),
-                        dtype=bool, count=len(plan))
+    inter = server_ids(server, src) != server_ids(server, dst)
     if not inter.any():
         return plan
     # GPUs per server: of the communicator (AllToAll), of the pair's servers (Send/Recv: every GPU there)
@@ -136,8 +173,7 @@ def wire_bytes(plan: TransferPlan, server: dict[int, int], model: tuning.CostMod
     """
     if not model.protocol_overhead or len(plan) == 0:
         return plan
-    inter = np.fromiter((server[int(a)] != server[int(b)] for a, b in zip(plan.src, plan.dst, strict=True)),
-                        dtype=bool, count=len(plan))
+    inter = server_ids(server, plan.src, strict=True) != server_ids(server, plan.dst, strict=True)
     factor = np.where(inter, net_wire_factor(plan, model), tuning.wire_factor(plan.proto, False, model, plan.algo))
     return dataclasses.replace(plan, bytes=plan.bytes * factor)
 

@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sim.planning.collectives import plan_collective
+from sim.planning.plan_wire import server_ids
 from tests.sim.planning.plan_checks import check_dag
 
 # --- direct ----------------------------------------------------------------------------------------------
@@ -48,3 +49,33 @@ def test_even_alltoall_gather_scatter_sendrecv():
     assert sorted(zip(s.src.tolist(), s.dst.tolist(), strict=True)) == [(6, 4), (6, 5)]
     p = plan_collective("Send", 1 << 20, [7, 3], nchannels=2)
     assert p.src.tolist() == [7, 7] and p.dst.tolist() == [3, 3] and p.total_bytes == 1 << 20
+
+
+# --- server_ids: the per-transfer server lookups, vectorised, against the dict --------------------------
+
+_servers = st.dictionaries(st.integers(0, 60), st.integers(0, 80), max_size=40)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_servers, st.lists(st.integers(0, 70), max_size=50))
+def test_lenient_lookup_is_the_dict_get_with_the_gpu_as_default(server, gpus):
+    got = server_ids(server, np.array(gpus, dtype=np.int64))
+    assert got.dtype == np.int64
+    assert got.tolist() == [server.get(g, g) for g in gpus]
+
+
+@settings(max_examples=200, deadline=None)
+@given(_servers, st.lists(st.integers(0, 70), max_size=50))
+def test_strict_lookup_is_the_dict_index_or_its_key_error(server, gpus):
+    arr = np.array(gpus, dtype=np.int64)
+    missing = [g for g in gpus if g not in server]
+    if missing:
+        with pytest.raises(KeyError):
+            server_ids(server, arr, strict=True)
+    else:
+        assert server_ids(server, arr, strict=True).tolist() == [server[g] for g in gpus]
+
+
+def test_numpy_keys_and_values_are_read_as_ints():
+    server = {np.int64(3): np.int32(1), 5: 2}
+    assert server_ids(server, np.array([5, 3, 4])).tolist() == [2, 1, 4]
