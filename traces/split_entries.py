@@ -50,7 +50,10 @@ def base_range(values: np.ndarray) -> tuple[int, int] | None:
         return None
     if not all(v.flags.aligned for v in values):  # an unaligned view would read across the buffer's elements
         return None
-    return min(int(b.min()) for b in bases.values()), max(int(b.max()) for b in bases.values())
+    # Arrow's chunks of one row group are slices of one decoded buffer, each wrapped by an array of its
+    # own: read each memory span once (8 chunks of the 4,096-GPU decode step would read 0.97 GB 8 times)
+    spans = {(b.__array_interface__["data"][0], b.nbytes): b for b in bases.values()}
+    return min(int(b.min()) for b in spans.values()), max(int(b.max()) for b in spans.values())
 
 
 def split_out_of_range(splits: np.ndarray, split_len: np.ndarray, max_entry: int) -> np.ndarray:
