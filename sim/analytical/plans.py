@@ -18,7 +18,7 @@ from sim.errors import SimError
 from sim.planning import pxn, tuning
 from sim.planning.collectives import TransferPlan, plan_collective, split_matrix
 
-__all__ = ["alltoall_plan", "plan_op", "plan_op_pair", "servers_of"]
+__all__ = ["alltoall_plan", "plan_op", "plan_op_pair", "servers_of", "split_pairs"]
 
 
 def servers_of(graph, ranks: np.ndarray) -> np.ndarray:
@@ -56,13 +56,10 @@ def alltoall_plan(nbytes: float, ranks: np.ndarray, split_bytes, server: np.ndar
     (12, 'direct', 'Simple', True)
     """
     n = len(ranks)
-    m = split_matrix(split_bytes, nbytes, n)
-    size_for_choice = float(m.max()) if n > 1 else float(nbytes)
+    i, j, b, size_for_choice = split_pairs(split_bytes, nbytes, n)
     algo, proto = tuning.choose_algorithm("AllToAll", size_for_choice, n, len(np.unique(server)), "direct", proto)
-    if n <= 1 or m.sum() <= 0:
+    if n <= 1 or not len(i):
         return TransferPlan.empty(algo, proto)
-    i, j = np.nonzero(m)
-    b = m[i, j]
     inter = server[i] != server[j]
     if inter.all():
         proto = "Simple"   # network p2p has no LL buffers (sim.planning.plan_wire.direct_plan's rule)
@@ -73,6 +70,39 @@ def alltoall_plan(nbytes: float, ranks: np.ndarray, split_bytes, server: np.ndar
                         delay_s=np.repeat(lat, parts), dep_ptr=np.zeros(k + 1, np.int64),
                         dep_idx=np.zeros(0, np.int64), algo=algo, proto=proto, step=np.zeros(k, np.int32),
                         chunk=np.zeros(k, np.int32))
+
+
+def split_pairs(split_bytes, nbytes: float, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+    """The non-zero off-diagonal entries of :func:`sim.planning.collectives.split_matrix` (row-major, as
+    ``np.nonzero``): their rows, columns, bytes, and the matrix's largest entry (``nbytes`` for ``n <= 1``).
+
+    An int64 ``n x n`` matrix (what the op table builds) is read in place: only its non-zero entries are
+    converted to float (the same conversion ``split_matrix``'s float copy makes of each entry), so no float
+    copy, finiteness test or 2-D ``nonzero`` of a 1,024 x 1,024 matrix is made; a negative entry (diagonal
+    too) raises ``split_matrix``'s error. Anything else goes through ``split_matrix``.
+
+    Examples
+    --------
+    >>> i, j, b, top = split_pairs(np.array([[9, 0, 3], [0, 0, 0], [5, 0, 0]]), 0.0, 3)
+    >>> i.tolist(), j.tolist(), b.tolist(), top
+    ([0, 2], [2, 0], [3.0, 5.0], 5.0)
+    """
+    if n > 1 and isinstance(split_bytes, np.ndarray) and split_bytes.dtype == np.int64 and (
+            split_bytes.shape == (n, n)):
+        flat = split_bytes.ravel()
+        if int(flat.min()) < 0:
+            raise SimError("split_bytes: entries must be finite and >= 0")
+        nz = np.flatnonzero(flat)
+        i, j = np.divmod(nz, n)
+        off = i != j  # a rank's own share stays local (split_matrix zeroes the diagonal)
+        i, j, nz = i[off], j[off], nz[off]
+        b = flat[nz].astype(np.float64)
+        # split_matrix's max: entries >= 0 and a zero diagonal, so 0.0 when no pair sends
+        return i, j, b, float(b.max()) if len(b) else 0.0
+    m = split_matrix(split_bytes, nbytes, n)
+    i, j = np.nonzero(m) if m.sum() > 0 else (np.zeros(0, np.int64), np.zeros(0, np.int64))
+    size_for_choice = float(m.max()) if n > 1 else float(nbytes)
+    return i, j, m[i, j], size_for_choice
 
 
 def plan_op(rec: Mapping, split, algo: str, graph, meta: Mapping, options: Mapping[str, Any],

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -34,3 +35,38 @@ def _same(got, ref):
     for name in ("src", "dst", "bytes", "channel", "delay_s", "dep_ptr", "dep_idx"):
         a, b = getattr(got, name), getattr(ref, name)
         assert a.dtype == b.dtype and np.array_equal(a, b), name
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 9), st.integers(0, 2 ** 16), st.sampled_from([0, 3, 1 << 20, 2 ** 53 + 7]),
+       st.floats(-1.0, 1e6), st.sampled_from(["int64", "int32", "float", "list", "none", "shape"]))
+def test_split_pairs_is_split_matrix_nonzero(n, seed, hi, nbytes, kind):
+    from sim.analytical.plans import split_pairs
+    from sim.errors import SimError
+    from sim.planning.collectives import split_matrix
+
+    rng = np.random.default_rng(seed)
+    m = rng.integers(0, hi + 1, size=(n, n)) * (rng.random((n, n)) < 0.4)
+    if n and rng.random() < 0.2:  # a negative entry, on the diagonal or off it
+        m[rng.integers(n), rng.integers(n)] = -1
+    split = {"int64": m, "int32": m.astype(np.int32), "float": m.astype(float), "list": m.tolist(),
+             "none": None, "shape": m[:, : max(n - 1, 0)]}[kind]
+
+    def reference():  # alltoall_plan's former code
+        full = split_matrix(split, nbytes, n)
+        i, j = np.nonzero(full)
+        return i, j, full[i, j], float(full.max()) if n > 1 else float(nbytes), full.sum() <= 0
+
+    try:
+        ri, rj, rb, rtop, empty = reference()
+    except SimError as exc:
+        with pytest.raises(SimError, match=str(exc).replace("(", r"\(").replace(")", r"\)")):
+            split_pairs(split, nbytes, n)
+        return
+    i, j, b, top = split_pairs(split, nbytes, n)
+    assert top == rtop
+    if empty:  # no byte to send: the plan is empty either way
+        assert not len(i) or n <= 1
+        return
+    if n > 1:
+        assert np.array_equal(i, ri) and np.array_equal(j, rj) and b.dtype == rb.dtype and np.array_equal(b, rb)
