@@ -4,8 +4,8 @@ path for AllToAll.
 The planner's direct plan (every non-zero off-diagonal pair of the split matrix, each split over ``parts``
 channels, software delay :func:`sim.planning.tuning.p2p_latency_s` by intra/inter server) classifies
 pairs in a Python loop, which costs about a second per all-to-all at 1,024 GPUs; :func:`alltoall_plan`
-builds the same arrays with numpy, and :func:`plan_op_pair` gives them the planner's wire bytes and p2p rate
-caps from the fabric's cost model (``tests/sim/analytical/test_plans.py`` checks equality with the planner,
+builds the same arrays with numpy, and :func:`plan_op_pair` gives them the planner's wire bytes from the
+fabric's cost model (``tests/sim/analytical/test_plans.py`` checks equality with the planner,
 on fabrics with and without hardware presets).
 """
 
@@ -19,8 +19,8 @@ import numpy as np
 from sim.errors import SimError
 from sim.planning import pxn, tuning
 from sim.planning.collectives import TransferPlan, plan_collective, split_matrix
-from sim.planning.machine import graph_machine, graph_nccl_version
-from sim.planning.plan_wire import p2p_caps, wire_bytes
+from sim.planning.machine import graph_machine
+from sim.planning.plan_wire import wire_bytes
 
 __all__ = ["alltoall_plan", "plan_op", "plan_op_pair", "servers_of", "split_pairs"]
 
@@ -135,9 +135,12 @@ def plan_op_pair(rec: Mapping, split, algo: str, graph, meta: Mapping, options: 
     (what :func:`plan_op` gives with ``pxn=False``; None for other ops), both from one direct plan.
 
     The vectorised AllToAll takes the fabric's cost model as the planner does (``graph_machine``): the
-    tuner's protocol, the network pairs' transport step, then the planner's wire bytes and p2p caps
-    (:func:`sim.planning.plan_wire.wire_bytes`, :func:`~sim.planning.plan_wire.p2p_caps`), so on a fabric
-    with hardware presets it is the flow tier's plan too.
+    tuner's protocol, the network pairs' transport step, then the planner's wire bytes
+    (:func:`sim.planning.plan_wire.wire_bytes`), so on a fabric with hardware presets it is the flow
+    tier's plan too in every field the tier's bound reads. It leaves out the p2p rate caps
+    (:func:`~sim.planning.plan_wire.p2p_caps`): the bound takes no per-transfer cap (a lower bound without
+    them), and they cost about four times the plan (0.10 s against 0.03 s at 1,024 GPUs, 30 % of the
+    pairs non-zero).
 
     Examples
     --------
@@ -163,13 +166,9 @@ def plan_op_pair(rec: Mapping, split, algo: str, graph, meta: Mapping, options: 
         server, server_of, model = hit
         parts = int(options.get("channels") or 1)
         bare = alltoall_plan(float(rec["rank_bytes"]), ranks, split, server, parts, model=model)
-        version = graph_nccl_version(graph)
-
-        def wired(plan: TransferPlan) -> TransferPlan:  # plan_collective's order: relays, wire bytes, caps
-            return p2p_caps(wire_bytes(plan, server_of, model), server_of, model, len(ranks), parts, version)
-
-        # NCCL's p2p PXN, as the planner's direct plans (sim.planning.pxn)
-        return wired(pxn.relay_plan(bare, server_of, graph, options.get("pxn"))), wired(bare)
+        # NCCL's p2p PXN, then the wire bytes, as the planner's direct plans (sim.planning.pxn, plan_wire)
+        plan = wire_bytes(pxn.relay_plan(bare, server_of, graph, options.get("pxn")), server_of, model)
+        return plan, wire_bytes(bare, server_of, model)
     rings = (meta.get("rings") or {}).get(rec["comm"])
     return plan_collective(rec["op"], int(rec["rank_bytes"]), rec["members"], algo=algo, root=int(rec["root"]),
                            split_bytes=split, rings=rings, graph=graph, **options), None
