@@ -4,7 +4,9 @@ path for AllToAll.
 The planner's direct plan (every non-zero off-diagonal pair of the split matrix, each split over ``parts``
 channels, software delay :func:`sim.planning.tuning.p2p_latency_s` by intra/inter server) classifies
 pairs in a Python loop, which costs about a second per all-to-all at 1,024 GPUs; :func:`alltoall_plan`
-builds the same arrays with numpy (``tests/sim/analytical/test_plans.py`` checks equality with the planner).
+builds the same arrays with numpy, and :func:`plan_op_pair` gives them the planner's wire bytes from the
+fabric's cost model (``tests/sim/analytical/test_plans.py`` checks equality with the planner,
+on fabrics with and without hardware presets).
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ import numpy as np
 from sim.errors import SimError
 from sim.planning import pxn, tuning
 from sim.planning.collectives import TransferPlan, plan_collective, split_matrix
+from sim.planning.machine import graph_machine
+from sim.planning.plan_wire import wire_bytes
 
 __all__ = ["alltoall_plan", "plan_op", "plan_op_pair", "servers_of", "split_pairs"]
 
@@ -34,7 +38,7 @@ def servers_of(graph, ranks: np.ndarray) -> np.ndarray:
 
 
 def alltoall_plan(nbytes: float, ranks: np.ndarray, split_bytes, server: np.ndarray, parts: int = 1,
-                  proto: str | None = None) -> TransferPlan:
+                  proto: str | None = None, model: tuning.CostModel | None = None) -> TransferPlan:
     """The planner's direct AllToAll plan, vectorised.
 
     Parameters
@@ -48,6 +52,16 @@ def alltoall_plan(nbytes: float, ranks: np.ndarray, split_bytes, server: np.ndar
         Server of each comm rank.
     parts : int
         Channels each pair's bytes are split over.
+    proto : str, optional
+        Protocol asked for (None: the tuner's choice).
+    model : CostModel, optional
+        The fabric's cost model (:func:`sim.planning.machine.graph_machine`): the tuner's protocols and the
+        net transport's step latency of network pairs, as the planner's ``direct_plan``; None: the
+        defaults. Payload bytes: wire bytes and rate caps are :func:`plan_op_pair`'s.
+
+    Returns
+    -------
+    TransferPlan
 
     Examples
     --------
@@ -57,13 +71,14 @@ def alltoall_plan(nbytes: float, ranks: np.ndarray, split_bytes, server: np.ndar
     """
     n = len(ranks)
     i, j, b, size_for_choice = split_pairs(split_bytes, nbytes, n)
-    algo, proto = tuning.choose_algorithm("AllToAll", size_for_choice, n, len(np.unique(server)), "direct", proto)
+    algo, proto = tuning.choose_algorithm("AllToAll", size_for_choice, n, len(np.unique(server)), "direct", proto,
+                                          model)
     if n <= 1 or not len(i):
         return TransferPlan.empty(algo, proto)
     inter = server[i] != server[j]
     if inter.all():
         proto = "Simple"   # network p2p has no LL buffers (sim.planning.plan_wire.direct_plan's rule)
-    lat = np.where(inter, tuning.p2p_latency_s("Simple", True), tuning.p2p_latency_s(proto, False))
+    lat = np.where(inter, tuning.p2p_latency_s("Simple", True, model), tuning.p2p_latency_s(proto, False))
     k = len(i) * parts
     return TransferPlan(src=np.repeat(ranks[i], parts).astype(np.int32), dst=np.repeat(ranks[j], parts).astype(np.int32),
                         bytes=np.repeat(b / parts, parts), channel=np.tile(np.arange(parts, dtype=np.int32), len(i)),
@@ -109,7 +124,7 @@ def plan_op(rec: Mapping, split, algo: str, graph, meta: Mapping, options: Mappi
             servers: dict | None = None) -> TransferPlan:
     """The transfer plan of one op instance (a row of :func:`sim.replay.build_ops`), as the flow tier plans it.
 
-    ``servers`` (optional) caches :func:`servers_of` per member list across calls.
+    ``servers`` (optional) caches the servers and cost model of each member list across calls.
     """
     return plan_op_pair(rec, split, algo, graph, meta, options, servers)[0]
 
@@ -118,6 +133,14 @@ def plan_op_pair(rec: Mapping, split, algo: str, graph, meta: Mapping, options: 
                  servers: dict | None = None) -> tuple[TransferPlan, TransferPlan | None]:
     """:func:`plan_op`'s plan and, for a vectorised AllToAll, the same plan without NCCL's p2p PXN relays
     (what :func:`plan_op` gives with ``pxn=False``; None for other ops), both from one direct plan.
+
+    The vectorised AllToAll takes the fabric's cost model as the planner does (``graph_machine``): the
+    tuner's protocol, the network pairs' transport step, then the planner's wire bytes
+    (:func:`sim.planning.plan_wire.wire_bytes`), so on a fabric with hardware presets it is the flow
+    tier's plan too in every field the tier's bound reads. It leaves out the p2p rate caps
+    (:func:`~sim.planning.plan_wire.p2p_caps`): the bound takes no per-transfer cap (a lower bound without
+    them), and they cost about four times the plan (0.10 s against 0.03 s at 1,024 GPUs, 30 % of the
+    pairs non-zero).
 
     Examples
     --------
@@ -136,14 +159,16 @@ def plan_op_pair(rec: Mapping, split, algo: str, graph, meta: Mapping, options: 
         key = tuple(ranks.tolist())
         hit = None if servers is None else servers.get(key)
         if hit is None:
-            hit = (servers_of(graph, ranks), None)
-            hit = (hit[0], dict(zip(key, hit[0].tolist(), strict=True)))
+            server, model = graph_machine(graph, ranks)
+            hit = (server, dict(zip(key, server.tolist(), strict=True)), model)
             if servers is not None:
                 servers[key] = hit
-        server, server_of = hit
-        bare = alltoall_plan(float(rec["rank_bytes"]), ranks, split, server, int(options.get("channels") or 1))
-        # NCCL's p2p PXN, as the planner's direct plans (sim.planning.pxn)
-        return pxn.relay_plan(bare, server_of, graph, options.get("pxn")), bare
+        server, server_of, model = hit
+        parts = int(options.get("channels") or 1)
+        bare = alltoall_plan(float(rec["rank_bytes"]), ranks, split, server, parts, model=model)
+        # NCCL's p2p PXN, then the wire bytes, as the planner's direct plans (sim.planning.pxn, plan_wire)
+        plan = wire_bytes(pxn.relay_plan(bare, server_of, graph, options.get("pxn")), server_of, model)
+        return plan, wire_bytes(bare, server_of, model)
     rings = (meta.get("rings") or {}).get(rec["comm"])
     return plan_collective(rec["op"], int(rec["rank_bytes"]), rec["members"], algo=algo, root=int(rec["root"]),
                            split_bytes=split, rings=rings, graph=graph, **options), None

@@ -188,14 +188,14 @@ def plan_collective(op: str, nbytes: float, ranks: Sequence[int] | np.ndarray, *
         parts = int(nchannels or 1)
         if op == "AllToAll":
             i, j = np.nonzero(matrix)
-            plan = wired(direct_plan(arr[i], arr[j], matrix[i, j], parts, srv, proto, algo))
+            plan = wired(direct_plan(arr[i], arr[j], matrix[i, j], parts, srv, proto, algo, model))
         elif op in ("Send", "Recv"):
-            plan = wired(direct_plan(arr[:1], arr[1:], np.array([nbytes]), parts, srv, proto, algo))
+            plan = wired(direct_plan(arr[:1], arr[1:], np.array([nbytes]), parts, srv, proto, algo, model))
         else:
             others = np.delete(arr, root)
             rootv = np.full(n - 1, arr[root])
             s, d = (others, rootv) if op == "Gather" else (rootv, others)
-            plan = wired(direct_plan(s, d, np.full(n - 1, nbytes), parts, srv, proto, algo))
+            plan = wired(direct_plan(s, d, np.full(n - 1, nbytes), parts, srv, proto, algo, model))
         comm_n = max(2, int(comm_nranks or 2)) if op in ("Send", "Recv") else n
         return p2p_caps(plan, mates, model, comm_n, parts, graph_nccl_version(graph))
 

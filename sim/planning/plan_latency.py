@@ -94,8 +94,8 @@ def p2p_latency_s(proto: str = "Simple", inter_node: bool = True, model: CostMod
     With ``model``, a network transfer also pays the transport's physical step latency, as a tree's network
     hop does (``model.net_step_latency_us(proto, physical=True)``; 0 for NCCL's own IB / RoCE / socket
     transports and without presets): a network send is one step of the net plugin (aws-ofi-nccl: one
-    ``fi_tsend`` / ``fi_trecv`` pair, and on Ampere the receive's GDR flush). Without it (the planners'
-    calls today) nothing is added.
+    ``fi_tsend`` / ``fi_trecv`` pair, and on Ampere the receive's GDR flush). Both tiers' direct plans pass
+    the fabric's model (``sim.planning.plan_wire.direct_plan``, ``sim.analytical.plans.alltoall_plan``).
 
     Examples
     --------

@@ -61,14 +61,17 @@ def server_ids(server: dict[int, int], gpus: np.ndarray, strict: bool = False) -
 
 
 def direct_plan(src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray, parts: int, server: dict[int, int],
-            proto: str, algo: str) -> TransferPlan:
+            proto: str, algo: str, model: tuning.CostModel | None = None) -> TransferPlan:
     """Independent transfers, each split over ``parts`` channels.
 
     A network transfer runs Simple whatever ``proto`` says: NCCL allocates no LL buffers for p2p network
     connections (``NCCL_ALLOC_P2P_NET_LL_BUFFERS`` = 0, ``src/init.cc``; the shared p2p buffers of
     ``src/transport/net.cc`` are Simple's), and ``addP2pToPlan`` takes LL only where the connection has
     them (``protoLL &= buffs[NCCL_PROTO_LL] != nullptr``, ``src/enqueue.cc``; 2.19 - 2.29). So it pays
-    Simple's latency and wire bytes (:func:`wire_bytes`); NVLink pairs keep ``proto``.
+    Simple's latency and wire bytes (:func:`wire_bytes`); NVLink pairs keep ``proto``. With ``model``, a
+    network transfer also pays the transport's physical step latency
+    (:func:`~sim.planning.plan_latency.p2p_latency_s`: 0 on NCCL's own IB / RoCE / socket transports, the
+    plugin's step on EFA), as a tree's network hop does.
 
     Parameters
     ----------
@@ -80,6 +83,8 @@ def direct_plan(src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray, parts: int
         Server of each GPU (a GPU not in it is its own server).
     proto, algo : str
         Protocol and algorithm label of the plan.
+    model : CostModel, optional
+        The fabric's cost model (the net transport's step latency); None adds nothing.
 
     Returns
     -------
@@ -100,7 +105,7 @@ def direct_plan(src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray, parts: int
     inter = server_ids(server, src) != server_ids(server, dst)
     if len(inter) and inter.all():
         proto = "Simple"   # every transfer crosses the network (a Send/Recv between servers): label it so
-    lat = np.where(inter, tuning.p2p_latency_s("Simple", True), tuning.p2p_latency_s(proto, False))
+    lat = np.where(inter, tuning.p2p_latency_s("Simple", True, model), tuning.p2p_latency_s(proto, False))
     return TransferPlan(src=s.astype(_I32), dst=d.astype(_I32), bytes=np.repeat(nbytes / parts, parts),
                         channel=np.tile(np.arange(parts, dtype=_I32), len(src)),
                         delay_s=np.repeat(lat, parts), dep_ptr=np.zeros(m + 1, _I64),

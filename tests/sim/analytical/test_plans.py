@@ -8,33 +8,62 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import topologies
-from sim.analytical.plans import alltoall_plan, plan_op, servers_of
+from sim.analytical.plans import alltoall_plan, plan_op_pair, servers_of
 from sim.planning.collectives import plan_collective
+from sim.planning.machine import graph_machine
+
+_GRAPHS: dict = {}
 
 
-@settings(max_examples=40, deadline=None)
+def _graph(gps: int, nic: str | None):
+    """A 16-GPU leaf-spine, without presets or with a ``nic=`` preset (built once per shape)."""
+    key = (gps, nic)
+    if key not in _GRAPHS:
+        presets = {} if nic is None else {"nic": nic, "gpu": "a100" if nic == "efa_p4d" else "h100"}
+        _GRAPHS[key] = topologies.build("leaf_spine", num_gpus=16, gpus_per_server=gps, **presets)
+    return _GRAPHS[key]
+
+
+@settings(max_examples=60, deadline=None)
 @given(st.integers(1, 12), st.sampled_from([1, 2, 4]), st.integers(1, 3), st.integers(0, 2 ** 16),
-       st.sampled_from([0, 100, 1 << 14, 1 << 22]), st.booleans())
-def test_alltoall_plan_equals_the_planner(n, gps, parts, seed, hi, uniform):
-    graph = topologies.leaf_spine(16, gpus_per_server=gps)
+       st.sampled_from([0, 100, 1 << 14, 1 << 22]), st.booleans(), st.sampled_from([None, "ib", "efa", "efa_p4d"]))
+def test_alltoall_plan_equals_the_planner(n, gps, parts, seed, hi, uniform, nic):
+    graph = _graph(gps, nic)
     rng = np.random.default_rng(seed)
     ranks = np.sort(rng.choice(16, size=n, replace=False)).astype(np.int64)
     split = None if uniform else rng.integers(0, hi + 1, size=(n, n))
     nbytes = float(hi)
     ref = plan_collective("AllToAll", nbytes, ranks, split_bytes=split, graph=graph, channels=parts, pxn=False)
-    got = alltoall_plan(nbytes, ranks, split, servers_of(graph, ranks), parts)
-    _same(got, ref)
-    # the tier's plan carries the planner's PXN relays (NCCL's p2p rule) too
+    # the fabric's model gives the tuner's protocol and the network pairs' transport step
+    got = alltoall_plan(nbytes, ranks, split, servers_of(graph, ranks), parts,
+                        model=graph_machine(graph, ranks)[1])
+    _same(got, ref, payload=True)
+    # the tier's plan carries the planner's PXN relays (NCCL's p2p rule) and wire bytes too (not the p2p
+    # rate caps, which its bound does not read)
     rec = {"kind": "coll", "op": "AllToAll", "rank_bytes": nbytes, "members": ranks, "root": -1, "comm": "c"}
-    _same(plan_op(rec, split, "auto", graph, {}, {"channels": parts}),
-          plan_collective("AllToAll", nbytes, ranks, split_bytes=split, graph=graph, channels=parts))
+    plan, bare = plan_op_pair(rec, split, "auto", graph, {}, {"channels": parts})
+    _same(plan, plan_collective("AllToAll", nbytes, ranks, split_bytes=split, graph=graph, channels=parts))
+    _same(bare, ref)
+    assert plan.rate_cap_bytes_per_s is None and bare.rate_cap_bytes_per_s is None
 
 
-def _same(got, ref):
+def _same(got, ref, payload=False):
+    """Equal plans but for the p2p rate caps; ``payload``: ``got`` is before wire bytes."""
     assert (got.algo, got.proto) == (ref.algo, ref.proto)
-    for name in ("src", "dst", "bytes", "channel", "delay_s", "dep_ptr", "dep_idx"):
+    for name in ("src", "dst", "channel", "delay_s", "dep_ptr", "dep_idx") + (() if payload else ("bytes",)):
         a, b = getattr(got, name), getattr(ref, name)
         assert a.dtype == b.dtype and np.array_equal(a, b), name
+
+
+def test_an_efa_alltoall_pays_the_plugins_step_in_the_tier():
+    # 2 servers of 4 H100 on EFA (P5): a network pair pays NCCL's 8.4 + 14 us and the plugin's 20 + 3 us
+    graph = _graph(4, "efa")
+    rec = {"kind": "coll", "op": "AllToAll", "rank_bytes": 1 << 20, "members": np.arange(8), "root": -1, "comm": "c"}
+    bare = plan_op_pair(rec, None, "auto", graph, {}, {})[1]
+    inter = (bare.src // 4) != (bare.dst // 4)
+    assert bare.proto == "Simple" and inter.any() and (~inter).any()
+    assert np.allclose(bare.delay_s[inter], (8.4 + 14 + 20 + 3) * 1e-6, rtol=1e-12, atol=0)
+    assert np.allclose(bare.delay_s[~inter], (8.4 + 3.4) * 1e-6, rtol=1e-12, atol=0)
 
 
 @settings(max_examples=60, deadline=None)

@@ -79,3 +79,26 @@ def test_strict_lookup_is_the_dict_index_or_its_key_error(server, gpus):
 def test_numpy_keys_and_values_are_read_as_ints():
     server = {np.int64(3): np.int32(1), 5: 2}
     assert server_ids(server, np.array([5, 3, 4])).tolist() == [2, 1, 4]
+
+
+# --- the transport's step on network pairs (issue 10, s23-p2p) ----------------------------------------------
+
+def _fabric(nic: str, gpu: str):
+    import topologies
+
+    return topologies.build("rail_optimized", num_gpus=16, gpus_per_server=8, gpu=gpu, nic=nic, link_gbps=200)
+
+
+# NCCL's ring base and NET / NVLink ring step for Simple (tuning.cc: 8.4, 14, 3.4 us) plus the plugin's step
+# (aws-ofi-nccl: 20 us network latency, 3 us completion; on A100 the receive's flush, 20 us more): closed forms
+@pytest.mark.parametrize("nic, gpu, net_us", [("efa", "h100", 8.4 + 14 + 20 + 3),
+                                              ("efa_p4d", "a100", 8.4 + 14 + 20 + 20 + 3),
+                                              ("ib", "h100", 8.4 + 14), ("roce", "a100", 8.4 + 14)])
+def test_a_network_pair_pays_the_transports_step(nic, gpu, net_us):
+    graph = _fabric(nic, gpu)
+    send = plan_collective("Send", 1 << 20, [0, 8], graph=graph, pxn=False)
+    assert send.proto == "Simple" and np.allclose(send.delay_s, net_us * 1e-6, rtol=1e-12, atol=0)
+    # a Scatter from GPU 0: its own server's GPUs over NVLink pay NCCL's step alone, the others the network's
+    scatter = plan_collective("Scatter", 1 << 20, range(16), root=0, graph=graph, pxn=False, channels=1)
+    want = np.where(scatter.dst >= 8, net_us, 8.4 + 3.4) * 1e-6
+    assert scatter.proto == "Simple" and np.allclose(scatter.delay_s, want, rtol=1e-12, atol=0)
