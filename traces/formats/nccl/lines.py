@@ -234,7 +234,7 @@ def _map_chunk(c: dict[str, np.ndarray], f: int, st: _State, fixed: dict[tuple[s
                store: ProcessStore) -> None:
     pos = (np.int64(f) << C.POS_SHIFT) | c.pop("line")
     host, pid, comm = c["host"], c["pid"], c["comm"]
-    if fixed:  # interleaved writes glued garbage onto a host name: the clean name of that pid
+    if fixed and len(pos):  # interleaved writes glued garbage onto a host name: the clean name of that pid
         hcodes, hosts = _factor(host, st.factors, (f, "host"))
         pair = combined_codes(hcodes, pid)
         first = _first_of(pair, int(pair.max()) + 1)
