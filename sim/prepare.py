@@ -119,6 +119,10 @@ class Preparer:
                 self.plans.done(key)
         return prep
 
+    def collective(self, op: int) -> str:
+        """NCCL's name of op ``op``'s collective (``Send`` for a point-to-point op), as the tuner takes it."""
+        rec = self._records[op]
+        return "Send" if rec["kind"] == "p2p" else str(rec["op"])
 
     def plan(self, op: int, **overrides: Any):
         """The transfer plan of op ``op`` (kept per op key until the run takes the key's last op).

@@ -94,9 +94,7 @@ def _bound_plan(preparer: Preparer, op: int, relays: bool):
         return preparer.plan(op, pxn=False)
     if preparer.plan_options.get("pxn") is False:
         return preparer.plan(op)
-    rec = preparer._records[op]
-    name = "Send" if rec["kind"] == "p2p" else str(rec["op"])
-    if supported_algos(name) == ("direct",):
+    if supported_algos(preparer.collective(op)) == ("direct",):
         plan = preparer.plan(op, pxn=False)
         if plan.algo == "direct":
             return plan

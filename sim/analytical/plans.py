@@ -106,7 +106,7 @@ def split_pairs(split_bytes, nbytes: float, n: int) -> tuple[np.ndarray, np.ndar
             split_bytes.shape == (n, n)):
         flat = split_bytes.ravel()
         if int(flat.min()) < 0:
-            raise SimError("split_bytes: entries must be finite and >= 0")
+            split_matrix(split_bytes, nbytes, n)  # raises the planner's error for the negative entry
         nz = np.flatnonzero(flat)
         i, j = np.divmod(nz, n)
         off = i != j  # a rank's own share stays local (split_matrix zeroes the diagonal)

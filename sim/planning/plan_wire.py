@@ -29,7 +29,7 @@ def server_ids(server: dict[int, int], gpus: np.ndarray, strict: bool = False) -
     server : dict
         Server of each GPU.
     gpus : numpy.ndarray
-        GPU ids.
+        GPU ids, any shape (``np.stack((src, dst))`` looks both ends of a plan up in one call).
     strict : bool
         Raise ``KeyError`` for a GPU not in ``server`` (as ``server[g]``); otherwise such a GPU is its own
         server (as ``server.get(g, g)``).
@@ -37,12 +37,14 @@ def server_ids(server: dict[int, int], gpus: np.ndarray, strict: bool = False) -
     Returns
     -------
     numpy.ndarray
-        int64 server ids, one per GPU.
+        int64 server ids, one per GPU, in the shape of ``gpus``.
 
     Examples
     --------
     >>> server_ids({0: 0, 1: 0, 2: 1}, np.array([2, 0, 7])).tolist()
     [1, 0, 7]
+    >>> server_ids({0: 0, 1: 0, 2: 1}, np.stack(([0, 1], [2, 0]))).tolist()
+    [[0, 0], [1, 0]]
     """
     gpus = np.asarray(gpus, dtype=_I64)
     if not server:
@@ -102,7 +104,8 @@ def direct_plan(src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray, parts: int
     m = len(src) * parts
     s = np.repeat(src, parts)
     d = np.repeat(dst, parts)
-    inter = server_ids(server, src) != server_ids(server, dst)
+    ends = server_ids(server, np.stack((src, dst)))
+    inter = ends[0] != ends[1]
     if len(inter) and inter.all():
         proto = "Simple"   # every transfer crosses the network (a Send/Recv between servers): label it so
     lat = np.where(inter, tuning.p2p_latency_s("Simple", True, model), tuning.p2p_latency_s(proto, False))
@@ -144,7 +147,8 @@ def p2p_caps(plan: TransferPlan, server: dict[int, int], model: tuning.CostModel
     if len(plan) == 0:
         return plan
     src, dst = plan.src.astype(_I64), plan.dst.astype(_I64)
-    inter = server_ids(server, src) != server_ids(server, dst)
+    ends = server_ids(server, np.stack((src, dst)))
+    inter = ends[0] != ends[1]
     if not inter.any():
         return plan
     # GPUs per server: of the communicator (AllToAll), of the pair's servers (Send/Recv: every GPU there)
@@ -178,7 +182,8 @@ def wire_bytes(plan: TransferPlan, server: dict[int, int], model: tuning.CostMod
     """
     if not model.protocol_overhead or len(plan) == 0:
         return plan
-    inter = server_ids(server, plan.src, strict=True) != server_ids(server, plan.dst, strict=True)
+    ends = server_ids(server, np.stack((plan.src, plan.dst)), strict=True)
+    inter = ends[0] != ends[1]
     factor = np.where(inter, net_wire_factor(plan, model), tuning.wire_factor(plan.proto, False, model, plan.algo))
     return dataclasses.replace(plan, bytes=plan.bytes * factor)
 
