@@ -71,7 +71,7 @@ from typing import Any
 from topologies.errors import TopologyError
 
 __all__ = ["GPU_PRESETS", "HARDWARE_KEYS", "NCCL_ENV_KEYS", "NIC_PRESETS", "PRESET_KEYS", "default_link_rates",
-           "hardware_attrs", "preset_help", "without_presets"]
+           "gpu_preset_for", "hardware_attrs", "preset_help", "without_presets"]
 
 #: gpu= presets. Rates in Gb/s per GPU and direction.
 GPU_PRESETS: dict[str, dict[str, Any]] = {
@@ -243,6 +243,34 @@ def default_link_rates(params: Mapping[str, Any]) -> dict[str, float]:
         return {}
     entry = GPU_PRESETS.get(str(gpu).strip().lower())
     return {"nvlink_gbps": entry["nvlink_gbps"]} if entry else {}
+
+
+def gpu_preset_for(name: str) -> str | None:
+    """The ``gpu=`` preset a device name printed by CUDA (nccl-tests' ``# Rank`` lines) belongs to, if any.
+
+    Only SXM / NVSwitch parts match: a PCIe or NVL card has other NVLink rates than the preset's.
+
+    Parameters
+    ----------
+    name : str
+        The device name as printed, e.g. ``"NVIDIA H100 80GB HBM3"``.
+
+    Returns
+    -------
+    str or None
+        A key of :data:`GPU_PRESETS`, or ``None`` when no preset describes the part.
+
+    Examples
+    --------
+    >>> gpu_preset_for("NVIDIA H100 80GB HBM3"), gpu_preset_for("NVIDIA A100-SXM4-40GB")
+    ('h100', 'a100')
+    >>> gpu_preset_for("NVIDIA H100 PCIe") is None, gpu_preset_for("NVIDIA H800") is None
+    (True, True)
+    """
+    words = re.split(r"[\s\-_]+", str(name).lower())
+    if any(w in ("pcie", "nvl") for w in words):
+        return None
+    return next((k for k in GPU_PRESETS if k in words), None)
 
 
 def preset_help() -> str:

@@ -15,6 +15,47 @@ def _pct(x: float) -> str:
     return "n/a" if not math.isfinite(x) else f"{x:.1%}"
 
 
+def assumptions(entries: list[dict], params: dict) -> list[str]:
+    """One line per fabric choice the file does not state and the user did not set (printed before the figures).
+
+    Parameters
+    ----------
+    entries : list of dict
+        The reader's tables (``trace.attrs["collsim"]["nccl_tests"]``: ``nranks``, ``gpus_per_node``, ``gpu``).
+    params : dict
+        The ``--set`` parameters.
+
+    Returns
+    -------
+    list of str
+        Lines without the leading ``# ``; empty when the file and ``--set`` state everything.
+
+    Examples
+    --------
+    >>> for line in assumptions([{"nranks": 16, "gpus_per_node": None, "gpu": ""}], {}):
+    ...     print(line)
+    table 0: no '# Rank' lines: 8 GPUs per server assumed (--set gpus_per_server=N)
+    no gpu= set: line-rate model (presets: a100, h100, h200, b200)
+    >>> assumptions([{"nranks": 16, "gpus_per_node": 8, "gpu": "NVIDIA H100 80GB HBM3"}], {"gpu": "h100"})
+    []
+    """
+    from topologies.hardware import GPU_PRESETS, gpu_preset_for
+
+    lines = [f"table {k}: no '# Rank' lines: {min(int(e['nranks']), 8)} GPUs per server assumed "
+             "(--set gpus_per_server=N)" for k, e in enumerate(entries)
+             if not e.get("gpus_per_node") and "gpus_per_server" not in params]
+    if "gpu" not in params:
+        names = sorted({e["gpu"] for e in entries if e.get("gpu")})
+        presets = ", ".join(GPU_PRESETS)
+        if not names:
+            lines.append(f"no gpu= set: line-rate model (presets: {presets})")
+        for name in names:
+            key = gpu_preset_for(name)
+            hint = f"--set gpu={key} applies its preset" if key else f"no preset describes it ({presets})"
+            lines.append(f"the file names the GPU '{name}'; no gpu= set: line-rate model ({hint})")
+    return lines
+
+
 @click.command("validate")
 @click.argument("path", metavar="FILE", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--topo", required=True, help="Preset name (rail_optimized, ...) or a YAML file.")
@@ -32,7 +73,9 @@ def command(path: Path, topo: str, set_options: tuple[str, ...], routing: str, s
     FILE is *_perf stdout as saved (mpirun --tag-output or srun -l prefixes, several tables). Each table
     runs on X sized to its ranks and servers. Writes validate.parquet (size, busbw_measured, busbw_sim,
     ratio = sim / measured, ...), validate.csv and validate.png (the first table). The error of a size is
-    |ratio - 1|. Rows the measured table contradicts (out-of-place time over twice its in-place time,
+    |ratio - 1|. What the file does not state and --set does not give is printed first, one '#' line each
+    (GPUs per server when there are no '# Rank' lines; the GPU the Rank lines name and the gpu= preset
+    that describes it, not applied unless set). Rows the measured table contradicts (out-of-place time over twice its in-place time,
     or over twice a larger size's) are flagged (column flag), left out of the medians and counted.
     """
     import topologies
@@ -56,6 +99,8 @@ def command(path: Path, topo: str, set_options: tuple[str, ...], routing: str, s
         kw.setdefault("gpus_per_server", min(int(entry["nranks"]), 8))
         return topologies.build(topo, **kw)
 
+    for line in assumptions(trace.attrs["collsim"]["nccl_tests"], params):
+        click.echo("# " + line)
     headers = [e["line"] for e in trace.attrs["collsim"]["nccl_tests"]]
     table = validate_trace(trace, build, routing=routing, seed=seed,
                            gpus_per_thread=gpus_per_thread(path.read_text(errors="replace"), headers))
@@ -79,4 +124,4 @@ def command(path: Path, topo: str, set_options: tuple[str, ...], routing: str, s
     click.echo("# wrote " + ", ".join(str(f) for f in files))
 
 
-__all__ = ["command"]
+__all__ = ["assumptions", "command"]
