@@ -11,6 +11,7 @@ from bad_inputs_cases import (
                               io_cases,
                               option_cases,
                               real_file_cases,
+                              s24_cases,
                               topology_cases,
                               trace_cases,
                               unseen_cases,
@@ -22,4 +23,5 @@ __all__ = ["CASES", "Case", "Outcome"]
 #: Every case, by area: trace schema, topology, output safety, sizes and options, the newer commands, inputs
 #: first seen in session 21, real files first read in session 22.
 CASES: list[Case] = [*trace_cases.CASES, *topology_cases.CASES, *io_cases.CASES, *option_cases.CASES,
-                     *command_cases.CASES, *unseen_cases.CASES, *real_file_cases.CASES]
+                     *command_cases.CASES, *unseen_cases.CASES, *real_file_cases.CASES,
+                     *s24_cases.CASES]
