@@ -55,11 +55,17 @@ def parse_size(text: str | int) -> int:
     --------
     >>> parse_size("16G"), parse_size("8"), parse_size("1M")
     (17179869184, 8, 1048576)
+    >>> parse_size("-8")
+    Traceback (most recent call last):
+    ...
+    sim.errors.SimError: size '-8' must be >= 0
     """
     if isinstance(text, int) and not isinstance(text, bool):
         value = text
     else:
         m = _SIZE_RE.match(str(text))
+        if not m and _SIZE_RE.match(str(text).strip().removeprefix("-")):  # a size, but negative
+            raise SimError(f"size {text!r} must be >= 0")
         if not m:
             raise SimError(f"size {text!r} is not a number with an optional K, M, G or T suffix")
         value = int(float(m.group(1)) * _SUFFIX[m.group(2).upper()])
