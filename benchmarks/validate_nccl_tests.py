@@ -25,7 +25,7 @@ from pathlib import Path
 
 import topologies
 from sim.bench.sizes import gpus_per_thread
-from sim.bench.validate import error_summary, validate_trace
+from sim.bench.validate import error_summary, table_gpus_per_server, validate_trace
 from topologies.hardware import without_presets
 from traces.readers import ingest
 
@@ -58,7 +58,7 @@ def main() -> None:
 
         def build(entry, params=params, fab=fab):
             return topologies.build(fab["topo"], num_gpus=int(entry["nranks"]),
-                                    gpus_per_server=int(entry.get("gpus_per_node") or min(8, entry["nranks"])),
+                                    gpus_per_server=table_gpus_per_server(entry),
                                     **params)
 
         headers = [e["line"] for e in trace.attrs["collsim"]["nccl_tests"]]

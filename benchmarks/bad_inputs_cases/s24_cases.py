@@ -46,45 +46,21 @@ def _header_only(d: Path) -> Path:
     return p
 
 
+#: ``--set`` values that are numbers but not allowed ones: (case id, key=value, what the error must name).
+_SET_VALUES = [
+    ("s24-quantile-nan", "quantile=nan", "quantile"),
+    ("s24-quantile-neg", "quantile=-0.5", "quantile"),
+    ("s24-bin-inf", "bin_s=inf", "bin_s"),
+    ("s24-bin-1e400", "bin_s=1e400", "bin_s"),  # parses as inf
+    ("s24-bin-nan", "bin_s=nan", "bin_s"),
+    ("s24-channels-neg", "channels=-1", "channels"),
+    ("s24-channels-frac", "channels=1.5", "channels"),
+    ("s24-channels-nan", "channels=nan", "channels"),
+]
+
 CASES: list[Case] = [
-    Case(
-        "s24-quantile-nan",
-        "--set quantile=nan",
-        expect="quantile",
-        argv=run_args(small_trace, "--set", "quantile=nan"),
-    ),
-    Case(
-        "s24-quantile-neg",
-        "--set quantile=-0.5",
-        expect="quantile",
-        argv=run_args(small_trace, "--set", "quantile=-0.5"),
-    ),
-    Case("s24-bin-inf", "--set bin_s=inf", expect="bin_s", argv=run_args(small_trace, "--set", "bin_s=inf")),
-    Case(
-        "s24-bin-1e400",
-        "--set bin_s=1e400 (parses as inf)",
-        expect="bin_s",
-        argv=run_args(small_trace, "--set", "bin_s=1e400"),
-    ),
-    Case("s24-bin-nan", "--set bin_s=nan", expect="bin_s", argv=run_args(small_trace, "--set", "bin_s=nan")),
-    Case(
-        "s24-channels-neg",
-        "--set channels=-1",
-        expect="channels",
-        argv=run_args(small_trace, "--set", "channels=-1"),
-    ),
-    Case(
-        "s24-channels-frac",
-        "--set channels=1.5",
-        expect="channels",
-        argv=run_args(small_trace, "--set", "channels=1.5"),
-    ),
-    Case(
-        "s24-channels-nan",
-        "--set channels=nan",
-        expect="channels",
-        argv=run_args(small_trace, "--set", "channels=nan"),
-    ),
+    *(Case(case_id, f"--set {kv}", expect=field, argv=run_args(small_trace, "--set", kv))
+      for case_id, kv, field in _SET_VALUES),
     Case("s24-out-file", "--out naming an existing regular file", expect="taken", argv=run_out(out_file)),
     Case(
         "s24-out-under-file",

@@ -22,7 +22,8 @@ from sim.planning import tuning
 from sim.planning.machine import graph_machine
 from traces.schema import normalize
 
-__all__ = ["LARGE_BYTES", "SMALL_BYTES", "VALIDATE_COLUMNS", "error_summary", "nccl_predicted_us", "validate_trace"]
+__all__ = ["LARGE_BYTES", "SMALL_BYTES", "VALIDATE_COLUMNS", "error_summary", "nccl_predicted_us", "table_gpus_per_server",
+           "validate_trace"]
 
 #: Columns of ``validate.parquet`` (SPEC §10 first, then context).
 VALIDATE_COLUMNS = ("size", "busbw_measured", "busbw_sim", "ratio", "op", "nranks", "table", "time_measured_us",
@@ -50,12 +51,35 @@ def nccl_predicted_us(op: str, sizes, algos, protos, nranks: int, graph: nx.Grap
     return out
 
 
+def table_gpus_per_server(entry: Mapping[str, Any]) -> int:
+    """GPUs per server of one nccl-tests table: its ``# Rank`` lines' count per host, else ``min(ranks, 8)``.
+
+    Parameters
+    ----------
+    entry : mapping
+        The reader's table entry (``nranks``, ``gpus_per_node``: ``None`` without Rank lines).
+
+    Returns
+    -------
+    int
+        The GPUs per server the table is replayed with.
+
+    Examples
+    --------
+    >>> table_gpus_per_server({"nranks": 16, "gpus_per_node": None}), table_gpus_per_server({"nranks": 4})
+    (8, 4)
+    >>> table_gpus_per_server({"nranks": 16, "gpus_per_node": 2})
+    2
+    """
+    return int(entry.get("gpus_per_node") or min(int(entry["nranks"]), 8))
+
+
 def _table_trace(trace: pd.DataFrame, meta: Mapping[str, Any], entry: Mapping[str, Any]) -> pd.DataFrame:
     comm = entry["comm"]
     sub = trace[trace["comm"] == comm]
     sub_meta = dict(meta)
     sub_meta.update(world_size=int(entry["nranks"]), comms={comm: list(range(int(entry["nranks"])))},
-                    gpus_per_node=int(entry.get("gpus_per_node") or min(int(entry["nranks"]), 8)))
+                    gpus_per_node=table_gpus_per_server(entry))
     sub_meta.pop("nccl_tests", None)
     return normalize(sub.reset_index(drop=True), sub_meta)
 

@@ -39,9 +39,10 @@ def assumptions(entries: list[dict], params: dict) -> list[str]:
     >>> assumptions([{"nranks": 16, "gpus_per_node": 8, "gpu": "NVIDIA H100 80GB HBM3"}], {"gpu": "h100"})
     []
     """
+    from sim.bench.validate import table_gpus_per_server
     from topologies.hardware import GPU_PRESETS, gpu_preset_for
 
-    lines = [f"table {k}: no '# Rank' lines: {min(int(e['nranks']), 8)} GPUs per server assumed "
+    lines = [f"table {k}: no '# Rank' lines: {table_gpus_per_server(e)} GPUs per server assumed "
              "(--set gpus_per_server=N)" for k, e in enumerate(entries)
              if not e.get("gpus_per_node") and "gpus_per_server" not in params]
     if "gpu" not in params:
@@ -73,15 +74,16 @@ def command(path: Path, topo: str, set_options: tuple[str, ...], routing: str, s
     FILE is *_perf stdout as saved (mpirun --tag-output or srun -l prefixes, several tables). Each table
     runs on X sized to its ranks and servers. Writes validate.parquet (size, busbw_measured, busbw_sim,
     ratio = sim / measured, ...), validate.csv and validate.png (the first table). The error of a size is
-    |ratio - 1|. What the file does not state and --set does not give is printed first, one '#' line each
-    (GPUs per server when there are no '# Rank' lines; the GPU the Rank lines name and the gpu= preset
-    that describes it, not applied unless set). Rows the measured table contradicts (out-of-place time over twice its in-place time,
-    or over twice a larger size's) are flagged (column flag), left out of the medians and counted.
+    |ratio - 1|. What the file does not state and --set does not give is printed first, one '#' line
+    each (GPUs per server when there are no '# Rank' lines; the GPU the Rank lines name and the gpu=
+    preset that describes it, not applied unless set). Rows the measured table contradicts (out-of-place
+    time over twice its in-place time, or over twice a larger size's) are flagged (column flag), left out
+    of the medians and counted.
     """
     import topologies
     from sim.bench.report import plot_validate, write_table
     from sim.bench.sizes import gpus_per_thread
-    from sim.bench.validate import error_summary, validate_trace
+    from sim.bench.validate import error_summary, table_gpus_per_server, validate_trace
     from traces.ingest_report import IngestReport
     from traces.readers import ingest
 
@@ -94,9 +96,8 @@ def command(path: Path, topo: str, set_options: tuple[str, ...], routing: str, s
     def build(entry):
         kw = dict(params)
         kw["num_gpus"] = int(entry["nranks"])
-        if entry.get("gpus_per_node"):
-            kw["gpus_per_server"] = int(entry["gpus_per_node"])
-        kw.setdefault("gpus_per_server", min(int(entry["nranks"]), 8))
+        if entry.get("gpus_per_node") or "gpus_per_server" not in kw:  # the Rank lines win over --set
+            kw["gpus_per_server"] = table_gpus_per_server(entry)
         return topologies.build(topo, **kw)
 
     for line in assumptions(trace.attrs["collsim"]["nccl_tests"], params):
